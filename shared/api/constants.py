@@ -1,0 +1,114 @@
+"""Constants of the kubeflow.org/v2beta1 MPIJob API, byte for byte those of upstream mpi-operator v0.8.2."""
+
+from typing import Final
+
+GROUP: Final = "kubeflow.org"
+VERSION: Final = "v2beta1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "MPIJob"
+LIST_KIND: Final = "MPIJobList"
+PLURAL: Final = "mpijobs"
+SINGULAR: Final = "mpijob"
+OPERATOR_NAME: Final = "mpi-operator"
+CONTROLLER_NAME: Final = "mpi-job-controller"
+
+# Replica types: the keys of spec.mpiReplicaSpecs and status.replicaStatuses (case-sensitive).
+LAUNCHER: Final = "Launcher"
+WORKER: Final = "Worker"
+REPLICA_TYPES: Final = (LAUNCHER, WORKER)
+
+# MPI implementations.
+OPENMPI: Final = "OpenMPI"
+INTEL: Final = "Intel"
+MPICH: Final = "MPICH"
+MPI_IMPLEMENTATIONS: Final = (OPENMPI, INTEL, MPICH)
+
+# Clean pod policies.
+CLEAN_POD_POLICY_ALL: Final = "All"
+CLEAN_POD_POLICY_RUNNING: Final = "Running"
+CLEAN_POD_POLICY_NONE: Final = "None"
+CLEAN_POD_POLICIES: Final = (CLEAN_POD_POLICY_ALL, CLEAN_POD_POLICY_RUNNING, CLEAN_POD_POLICY_NONE)
+
+# Launcher creation policies.
+LAUNCHER_AT_STARTUP: Final = "AtStartup"
+LAUNCHER_WAIT_FOR_WORKERS_READY: Final = "WaitForWorkersReady"
+LAUNCHER_CREATION_POLICIES: Final = (LAUNCHER_AT_STARTUP, LAUNCHER_WAIT_FOR_WORKERS_READY)
+
+# Replica restart policies (only Never and OnFailure pass validation).
+RESTART_ALWAYS: Final = "Always"
+RESTART_ON_FAILURE: Final = "OnFailure"
+RESTART_NEVER: Final = "Never"
+RESTART_EXIT_CODE: Final = "ExitCode"
+VALID_RESTART_POLICIES: Final = (RESTART_NEVER, RESTART_ON_FAILURE)
+
+# runPolicy.managedBy values.
+MANAGED_BY_MPI_OPERATOR: Final = "kubeflow.org/mpi-operator"
+MANAGED_BY_MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
+MANAGED_BY_VALUES: Final = (MANAGED_BY_MPI_OPERATOR, MANAGED_BY_MULTIKUEUE)
+
+# Defaults (Go defaults and CRD defaults).
+DEFAULT_SLOTS_PER_WORKER: Final = 1
+DEFAULT_SSH_AUTH_MOUNT_PATH: Final = "/root/.ssh"
+DEFAULT_LAUNCHER_REPLICAS: Final = 1
+DEFAULT_WORKER_REPLICAS: Final = 0
+
+# Condition types, statuses and reasons.
+CONDITION_CREATED: Final = "Created"
+CONDITION_RUNNING: Final = "Running"
+CONDITION_RESTARTING: Final = "Restarting"
+CONDITION_SUCCEEDED: Final = "Succeeded"
+CONDITION_SUSPENDED: Final = "Suspended"
+CONDITION_FAILED: Final = "Failed"
+CONDITION_TRUE: Final = "True"
+CONDITION_FALSE: Final = "False"
+CONDITION_UNKNOWN: Final = "Unknown"
+REASON_CREATED: Final = "MPIJobCreated"
+REASON_RUNNING: Final = "MPIJobRunning"
+REASON_SUCCEEDED: Final = "MPIJobSucceeded"
+REASON_SUSPENDED: Final = "MPIJobSuspended"
+REASON_RESUMED: Final = "MPIJobResumed"
+REASON_FAILED: Final = "MPIJobFailed"
+REASON_EVICTED: Final = "MPIJobEvicted"
+REASON_VALIDATION_ERROR: Final = "ValidationError"
+REASON_RESOURCE_EXISTS: Final = "ErrResourceExists"
+REASON_SET_POD_TEMPLATE_RESTART_POLICY: Final = "SetPodTemplateRestartPolicy"
+
+# Labels.
+LABEL_OPERATOR_NAME: Final = "training.kubeflow.org/operator-name"
+LABEL_JOB_NAME: Final = "training.kubeflow.org/job-name"
+LABEL_JOB_ROLE: Final = "training.kubeflow.org/job-role"
+LABEL_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
+LABEL_REPLICA_TYPE: Final = "training.kubeflow.org/replica-type"
+ROLE_LAUNCHER: Final = "launcher"
+ROLE_WORKER: Final = "worker"
+
+# Child object name suffixes.
+LAUNCHER_SUFFIX: Final = "-launcher"
+WORKER_SUFFIX: Final = "-worker"
+CONFIG_SUFFIX: Final = "-config"
+SSH_AUTH_SECRET_SUFFIX: Final = "-ssh"
+
+# Volumes, files and paths.
+CONFIG_VOLUME_NAME: Final = "mpi-job-config"
+CONFIG_MOUNT_PATH: Final = "/etc/mpi"
+HOSTFILE_NAME: Final = "hostfile"
+DISCOVER_HOSTS_SCRIPT_NAME: Final = "discover_hosts.sh"
+SSH_AUTH_VOLUME: Final = "ssh-auth"
+SSH_PRIVATE_KEY: Final = "ssh-privatekey"
+SSH_PUBLIC_KEY: Final = "ssh-publickey"
+SSH_PRIVATE_KEY_FILE: Final = "id_rsa"
+SSH_PUBLIC_KEY_FILE: Final = "id_rsa.pub"
+SSH_AUTHORIZED_KEYS_FILE: Final = "authorized_keys"
+ROOT_SSH_PATH: Final = "/root/.ssh"
+DEFAULT_WORKER_COMMAND: Final = ("/usr/sbin/sshd", "-De")
+
+# Environment variables.
+ENV_JOB_ROLE: Final = "K_MPI_JOB_ROLE"
+ENV_KUBEFLOW_NAMESPACE: Final = "KUBEFLOW_NAMESPACE"
+ENV_NVIDIA_VISIBLE_DEVICES: Final = "NVIDIA_VISIBLE_DEVICES"
+ENV_NVIDIA_DRIVER_CAPABILITIES: Final = "NVIDIA_DRIVER_CAPABILITIES"
+
+# Gang scheduling.
+VOLCANO_GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
+VOLCANO_QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
+SCHEDULER_PLUGINS_POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"

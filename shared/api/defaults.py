@@ -1,0 +1,93 @@
+"""MPIJob defaulting: upstream's Go defaults (``SetDefaults_MPIJob``) plus the CRD schema defaults.
+
+One table drives both users: ``with_defaults`` (the reconciler, in memory) and ``defaults_patch``
+(the mutating webhook, as JSON Patch ``add`` operations that only fill what is unset).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.api import constants as c
+from shared.api.types import JSONDict, MPIJob
+
+Path = tuple[str, ...]
+
+_SPEC_DEFAULTS: tuple[tuple[str, Any], ...] = (
+    ("slotsPerWorker", c.DEFAULT_SLOTS_PER_WORKER),
+    ("runLauncherAsWorker", False),  # CRD default only (Go leaves it nil, which means false)
+    ("sshAuthMountPath", c.DEFAULT_SSH_AUTH_MOUNT_PATH),
+    ("launcherCreationPolicy", c.LAUNCHER_AT_STARTUP),
+    ("mpiImplementation", c.OPENMPI),
+)
+_RUN_POLICY_DEFAULTS: tuple[tuple[str, Any], ...] = (("cleanPodPolicy", c.CLEAN_POD_POLICY_NONE),)
+# runPolicy.suspend=false is a CRD default: the API server applies it whenever runPolicy exists.
+_CRD_RUN_POLICY_DEFAULTS: tuple[tuple[str, Any], ...] = (("suspend", False),)
+_REPLICA_DEFAULTS: dict[str, tuple[tuple[str, Any], ...]] = {
+    c.LAUNCHER: (("replicas", c.DEFAULT_LAUNCHER_REPLICAS), ("restartPolicy", c.RESTART_ON_FAILURE)),
+    c.WORKER: (("replicas", c.DEFAULT_WORKER_REPLICAS), ("restartPolicy", c.RESTART_NEVER)),
+}
+
+
+def missing_defaults(obj: JSONDict, *, crd_run_policy: bool = True) -> list[tuple[Path, Any]]:
+    """The defaults an MPIJob dict lacks, as (path from the root, value) pairs.
+
+    A missing or null field counts as unset. A missing parent object is one pair carrying all its
+    defaults. ``crd_run_policy=False`` leaves ``runPolicy.suspend`` to the API server's CRD default,
+    so that a value set by another mutating webhook (Kueue) is never contested.
+    """
+    spec = obj.get("spec")
+    if spec is not None and not isinstance(spec, dict):
+        return []  # not an object: validation reports it
+    spec = spec or {}
+    run_policy_defaults = _RUN_POLICY_DEFAULTS + (_CRD_RUN_POLICY_DEFAULTS if crd_run_policy else ())
+    top = _missing_fields(spec, _SPEC_DEFAULTS)
+    nested: list[tuple[Path, Any]] = []
+    children = [("runPolicy", spec, run_policy_defaults)]
+    replica_specs = spec.get("mpiReplicaSpecs")
+    if isinstance(replica_specs, dict):
+        children += [(t, replica_specs, d) for t, d in _REPLICA_DEFAULTS.items() if t in replica_specs]
+    for key, parent, defaults in children:
+        child = parent.get(key)
+        parent_path: Path = ("spec",) if parent is spec else ("spec", "mpiReplicaSpecs")
+        if child is None:
+            nested.append(((*parent_path, key), dict(defaults)))
+        elif isinstance(child, dict):
+            nested += [((*parent_path, key, k), v) for k, v in _missing_fields(child, defaults)]
+    if "spec" not in obj or obj["spec"] is None:
+        whole = dict(top)
+        for path, value in nested:
+            _set(whole, path[1:], value)
+        return [(("spec",), whole)]
+    return [(("spec", key), value) for key, value in top] + nested
+
+
+def _missing_fields(parent: JSONDict, defaults: tuple[tuple[str, Any], ...]) -> list[tuple[str, Any]]:
+    return [(key, value) for key, value in defaults if parent.get(key) is None]
+
+
+def defaults_patch(obj: JSONDict) -> list[JSONDict]:
+    """JSON Patch (RFC 6902) ``add`` operations that default an MPIJob without touching set fields."""
+    return [
+        {"op": "add", "path": _pointer(path), "value": value}
+        for path, value in missing_defaults(obj, crd_run_policy=False)
+    ]
+
+
+def with_defaults(job: MPIJob) -> MPIJob:
+    """A new MPIJob with the Go defaults and the CRD defaults applied; the input is not changed."""
+    data = job.to_dict()  # a fresh copy: model_dump builds new containers
+    for path, value in missing_defaults(data):
+        _set(data, path, value)
+    return MPIJob.model_validate(data)
+
+
+def _pointer(path: Path) -> str:
+    return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in path)
+
+
+def _set(data: JSONDict, path: Path, value: Any) -> None:
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value

@@ -1,0 +1,125 @@
+"""Field errors rendered exactly like k8s.io/apimachinery's ``field.Error`` and the API server's 422 Status.
+
+Spec problems are data, never exceptions: validation returns a list of ``FieldError``; the webhook
+turns it into a denial, the reconciler into a Warning event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import orjson
+
+from shared.api import constants as c
+
+
+class ErrorType(StrEnum):
+    """The apimachinery ``field.ErrorType`` values (the Status cause reasons)."""
+
+    NOT_FOUND = "FieldValueNotFound"
+    REQUIRED = "FieldValueRequired"
+    DUPLICATE = "FieldValueDuplicate"
+    INVALID = "FieldValueInvalid"
+    NOT_SUPPORTED = "FieldValueNotSupported"
+    FORBIDDEN = "FieldValueForbidden"
+    TOO_LONG = "FieldValueTooLong"
+    TOO_MANY = "FieldValueTooMany"
+    INTERNAL = "InternalError"
+    TYPE_INVALID = "FieldValueTypeInvalid"
+
+    @property
+    def text(self) -> str:
+        return _TYPE_TEXT[self]
+
+
+_TYPE_TEXT = {
+    ErrorType.NOT_FOUND: "Not found",
+    ErrorType.REQUIRED: "Required value",
+    ErrorType.DUPLICATE: "Duplicate value",
+    ErrorType.INVALID: "Invalid value",
+    ErrorType.NOT_SUPPORTED: "Unsupported value",
+    ErrorType.FORBIDDEN: "Forbidden",
+    ErrorType.TOO_LONG: "Too long",
+    ErrorType.TOO_MANY: "Too many",
+    ErrorType.INTERNAL: "Internal error",
+    ErrorType.TYPE_INVALID: "Invalid value",
+}
+_VALUELESS = {ErrorType.REQUIRED, ErrorType.FORBIDDEN, ErrorType.TOO_LONG, ErrorType.INTERNAL}
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem at one field path, e.g. ``spec.mpiReplicaSpecs[Launcher].replicas``."""
+
+    type: ErrorType
+    field: str
+    bad_value: Any = None
+    detail: str = ""
+    origin: str = ""
+
+    def body(self) -> str:
+        """The message without the field path (apimachinery ``ErrorBody``)."""
+        text = self.type.text if self.type in _VALUELESS else f"{self.type.text}: {render_value(self.bad_value)}"
+        return f"{text}: {self.detail}" if self.detail else text
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.body()}"
+
+    def cause(self) -> dict[str, str]:
+        """A ``metav1.StatusCause``."""
+        return {"reason": str(self.type), "message": self.body(), "field": self.field}
+
+
+def render_value(value: Any) -> str:
+    """Render a bad value as Go's ``%v``/``%q`` would: strings quoted, numbers and booleans bare."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return orjson.dumps(value).decode()
+
+
+def required(field: str, detail: str) -> FieldError:
+    return FieldError(ErrorType.REQUIRED, field, None, detail)
+
+
+def invalid(field: str, value: Any, detail: str, origin: str = "") -> FieldError:
+    return FieldError(ErrorType.INVALID, field, value, detail, origin)
+
+
+def not_supported(field: str, value: Any, supported: Iterable[str]) -> FieldError:
+    values = ", ".join(f'"{v}"' for v in supported)
+    return FieldError(ErrorType.NOT_SUPPORTED, field, value, f"supported values: {values}" if values else "")
+
+
+def forbidden(field: str, detail: str) -> FieldError:
+    return FieldError(ErrorType.FORBIDDEN, field, None, detail)
+
+
+def aggregate(errors: Sequence[FieldError]) -> str:
+    """apimachinery's aggregate message: one error alone, several as ``[e1, e2]`` without duplicates."""
+    messages = list(dict.fromkeys(str(e) for e in errors))
+    return messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
+
+
+def invalid_status(name: str, errors: Sequence[FieldError]) -> dict[str, Any]:
+    """The 422 ``metav1.Status`` the API server returns for an invalid object (``NewInvalid``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "status": "Failure",
+        "message": f'{c.KIND}.{c.GROUP} "{name}" is invalid: {aggregate(errors)}',
+        "reason": "Invalid",
+        "details": {
+            "name": name,
+            "group": c.GROUP,
+            "kind": c.KIND,
+            "causes": [e.cause() for e in errors],
+        },
+        "code": 422,
+    }

@@ -1,0 +1,65 @@
+"""Structured logging: one ``key=value`` line per event (logfmt), or JSON lines.
+
+Use ``log.info("admission", extra={"kv": {...}})``: the ``kv`` pairs are rendered after the message.
+Never pass Secret data or whole request bodies.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+import orjson
+
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@")
+
+
+def _logfmt_value(value: Any) -> str:
+    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+    if text and all(ch in _PLAIN for ch in text):
+        return text
+    return orjson.dumps(text).decode()
+
+
+class LogfmtFormatter(logging.Formatter):
+    """``ts=... level=info logger=webhook msg=admission key=value ...``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        pairs: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        pairs.update(getattr(record, "kv", {}))
+        if record.exc_info:
+            pairs["error"] = self.formatException(record.exc_info)
+        return " ".join(f"{key}={_logfmt_value(value)}" for key, value in pairs.items())
+
+
+class JSONFormatter(LogfmtFormatter):
+    """One JSON object per line, with the same keys as the logfmt form."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        pairs: dict[str, Any] = {
+            "ts": record.created,
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+            **getattr(record, "kv", {}),
+        }
+        if record.exc_info:
+            pairs["error"] = self.formatException(record.exc_info)
+        return orjson.dumps(pairs, default=str).decode()
+
+
+def configure_logging(level: str = "info", fmt: str = "logfmt") -> None:
+    """Send structured lines to stderr at ``level`` (debug, info, warning, error)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JSONFormatter() if fmt == "json" else LogfmtFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

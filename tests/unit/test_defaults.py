@@ -1,0 +1,144 @@
+"""Defaulting: upstream's TestSetDefaults_MPIJob cases (spec/api.md 7.1) plus the CRD defaults, and the patch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from shared.api import MPIJob, defaults_patch, with_defaults
+
+BASE_DEFAULTS: dict[str, Any] = {
+    "slotsPerWorker": 1,
+    "runLauncherAsWorker": False,  # CRD default
+    "sshAuthMountPath": "/root/.ssh",
+    "launcherCreationPolicy": "AtStartup",
+    "mpiImplementation": "OpenMPI",
+    "runPolicy": {"cleanPodPolicy": "None", "suspend": False},  # suspend: CRD default
+}
+
+OVERRIDDEN: dict[str, Any] = {
+    "slotsPerWorker": 10,
+    "runLauncherAsWorker": False,
+    "sshAuthMountPath": "/home/mpiuser/.ssh",
+    "launcherCreationPolicy": "AtStartup",
+    "runPolicy": {
+        "cleanPodPolicy": "Running",
+        "ttlSecondsAfterFinished": 2,
+        "activeDeadlineSeconds": 3,
+        "backoffLimit": 4,
+        "suspend": False,
+    },
+}
+
+
+def job(spec: dict[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "foo"}}
+    if spec is not None:
+        out["spec"] = spec
+    return out
+
+
+CASES = [
+    pytest.param(job(None), job(BASE_DEFAULTS), id="base defaults"),
+    pytest.param(job({}), job(BASE_DEFAULTS), id="base defaults, empty spec"),
+    pytest.param(
+        job({**OVERRIDDEN, "mpiImplementation": "Intel"}),
+        job({**OVERRIDDEN, "mpiImplementation": "Intel"}),
+        id="base defaults overridden (intel)",
+    ),
+    pytest.param(
+        job({**OVERRIDDEN, "mpiImplementation": "MPICH"}),
+        job({**OVERRIDDEN, "mpiImplementation": "MPICH"}),
+        id="base defaults overridden (mpich)",
+    ),
+    pytest.param(
+        job({"mpiReplicaSpecs": {"Launcher": {}}}),
+        job({**BASE_DEFAULTS, "mpiReplicaSpecs": {"Launcher": {"replicas": 1, "restartPolicy": "OnFailure"}}}),
+        id="launcher defaults",
+    ),
+    pytest.param(
+        job({"mpiReplicaSpecs": {"Worker": {}}}),
+        job({**BASE_DEFAULTS, "mpiReplicaSpecs": {"Worker": {"replicas": 0, "restartPolicy": "Never"}}}),
+        id="worker defaults",
+    ),
+    pytest.param(
+        job({"runPolicy": {"suspend": True, "managedBy": "kueue.x-k8s.io/multikueue"}, "slotsPerWorker": None}),
+        job({**BASE_DEFAULTS, "runPolicy": {"suspend": True, "managedBy": "kueue.x-k8s.io/multikueue",
+                                            "cleanPodPolicy": "None"}}),
+        id="set values are kept and nulls count as unset",
+    ),
+]
+
+
+@pytest.mark.parametrize(("given", "expected"), CASES)
+def test_with_defaults(given: dict[str, Any], expected: dict[str, Any]) -> None:
+    original = MPIJob.model_validate(given)
+    before = original.to_dict()
+    assert with_defaults(original).to_dict() == expected
+    assert original.to_dict() == before, "with_defaults must not change its input"
+
+
+def test_unknown_fields_survive_defaulting() -> None:
+    given = job({"mpiReplicaSpecs": {"Launcher": {"futureField": [1, 2]}}, "futureSpecField": {"a": "b"}})
+    given["futureTop"] = True
+    out = with_defaults(MPIJob.model_validate(given)).to_dict()
+    assert out["futureTop"] is True
+    assert out["spec"]["futureSpecField"] == {"a": "b"}
+    assert out["spec"]["mpiReplicaSpecs"]["Launcher"]["futureField"] == [1, 2]
+
+
+PATCH_CASES = [
+    pytest.param(
+        job(None),
+        [{"op": "add", "path": "/spec", "value": {
+            "slotsPerWorker": 1, "runLauncherAsWorker": False, "sshAuthMountPath": "/root/.ssh",
+            "launcherCreationPolicy": "AtStartup", "mpiImplementation": "OpenMPI",
+            "runPolicy": {"cleanPodPolicy": "None"}}}],
+        id="no spec: one op adds the whole defaulted spec",
+    ),
+    pytest.param(
+        job({"runPolicy": {"suspend": True}, "mpiReplicaSpecs": {"Launcher": {"replicas": 1}, "Worker": None}}),
+        [
+            {"op": "add", "path": "/spec/slotsPerWorker", "value": 1},
+            {"op": "add", "path": "/spec/runLauncherAsWorker", "value": False},
+            {"op": "add", "path": "/spec/sshAuthMountPath", "value": "/root/.ssh"},
+            {"op": "add", "path": "/spec/launcherCreationPolicy", "value": "AtStartup"},
+            {"op": "add", "path": "/spec/mpiImplementation", "value": "OpenMPI"},
+            {"op": "add", "path": "/spec/runPolicy/cleanPodPolicy", "value": "None"},
+            {"op": "add", "path": "/spec/mpiReplicaSpecs/Launcher/restartPolicy", "value": "OnFailure"},
+            {"op": "add", "path": "/spec/mpiReplicaSpecs/Worker", "value": {"replicas": 0, "restartPolicy": "Never"}},
+        ],
+        id="only unset fields; suspend is never touched",
+    ),
+    pytest.param(
+        job({**OVERRIDDEN, "mpiImplementation": "Intel", "runPolicy": {"cleanPodPolicy": "All"},
+             "mpiReplicaSpecs": {"Launcher": {"replicas": 1, "restartPolicy": "Never"}}}),
+        [],
+        id="fully specified: no ops (suspend is left to the API server's CRD default)",
+    ),
+    pytest.param(job({"runPolicy": {}}), [
+        {"op": "add", "path": "/spec/slotsPerWorker", "value": 1},
+        {"op": "add", "path": "/spec/runLauncherAsWorker", "value": False},
+        {"op": "add", "path": "/spec/sshAuthMountPath", "value": "/root/.ssh"},
+        {"op": "add", "path": "/spec/launcherCreationPolicy", "value": "AtStartup"},
+        {"op": "add", "path": "/spec/mpiImplementation", "value": "OpenMPI"},
+        {"op": "add", "path": "/spec/runPolicy/cleanPodPolicy", "value": "None"},
+    ], id="empty runPolicy gets a field op"),
+    pytest.param(job("not an object"), [], id="spec of the wrong type: no ops (validation reports it)"),  # type: ignore[arg-type]
+]
+
+
+@pytest.mark.parametrize(("given", "expected"), PATCH_CASES)
+def test_defaults_patch(given: dict[str, Any], expected: list[dict[str, Any]]) -> None:
+    assert defaults_patch(given) == expected
+
+
+@pytest.mark.parametrize(("given", "expected"), CASES)
+def test_patch_agrees_with_with_defaults(given: dict[str, Any], expected: dict[str, Any]) -> None:
+    """Applying the patch, then the API server's CRD default for suspend, gives with_defaults' result."""
+    patched = jsonpatch.apply_patch(given, defaults_patch(given))
+    patched["spec"]["runPolicy"].setdefault("suspend", False)
+    assert patched == expected
+    assert defaults_patch(patched) == [], "defaulting must be idempotent (reinvocationPolicy: IfNeeded)"

@@ -1,0 +1,164 @@
+"""Pure admission logic over AdmissionReview dicts (admission.k8s.io/v1): no I/O, no clock.
+
+``parse_review`` rejects what is not an AdmissionReview (``BadReviewError``, HTTP 400). ``mutate`` and
+``validate`` turn a request into an ``Admission``: the response body plus the outcome for logs and
+metrics.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from shared.api import (
+    FieldError,
+    MPIJob,
+    admission_warnings,
+    defaults_patch,
+    invalid_status,
+    parse_mpijob,
+    validate,
+    validate_update,
+    with_defaults,
+)
+from shared.api import constants as c
+
+REVIEW_API_VERSION: Final = "admission.k8s.io/v1"
+REVIEW_KIND: Final = "AdmissionReview"
+WRITE_OPERATIONS: Final = ("CREATE", "UPDATE")
+JSONDict = dict[str, Any]
+
+
+class BadReviewError(ValueError):
+    """The body is not an AdmissionReview this webhook can answer."""
+
+
+@dataclass
+class Admission:
+    """The response to one admission request, and how it went."""
+
+    response: JSONDict
+    outcome: str  # allowed | patched | denied | error
+    patch_ops: int = 0
+    errors: list[FieldError] = field(default_factory=list)
+
+    def review(self) -> JSONDict:
+        return {"apiVersion": REVIEW_API_VERSION, "kind": REVIEW_KIND, "response": self.response}
+
+
+def parse_review(body: bytes) -> JSONDict:
+    """The ``request`` of an AdmissionReview body; ``BadReviewError`` says what is wrong with anything else."""
+    try:
+        review = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        where = f"line {error.lineno} column {error.colno}"
+        raise BadReviewError(f"request body is not valid JSON (error at {where})") from None
+    if not isinstance(review, dict):
+        raise BadReviewError("request body must be a JSON object (an AdmissionReview)")
+    if review.get("apiVersion") != REVIEW_API_VERSION or review.get("kind") != REVIEW_KIND:
+        raise BadReviewError(
+            f"expected apiVersion {REVIEW_API_VERSION} kind {REVIEW_KIND}, "
+            f"got apiVersion {review.get('apiVersion')!r} kind {review.get('kind')!r}"
+        )
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise BadReviewError("AdmissionReview.request must be an object")
+    if not isinstance(request.get("uid"), str) or not request["uid"]:
+        raise BadReviewError("AdmissionReview.request.uid must be a non-empty string")
+    if not isinstance(request.get("operation"), str):
+        raise BadReviewError("AdmissionReview.request.operation must be a string")
+    if request["operation"] in WRITE_OPERATIONS and not isinstance(request.get("object"), dict):
+        raise BadReviewError(f"AdmissionReview.request.object must be an object for {request['operation']}")
+    if request["operation"] == "UPDATE" and not isinstance(request.get("oldObject"), dict):
+        raise BadReviewError("AdmissionReview.request.oldObject must be an object for UPDATE")
+    return request
+
+
+def mutate(request: JSONDict) -> Admission:
+    """Default an MPIJob: a JSON Patch that only adds unset fields, or a plain allow."""
+    skip = _not_ours(request)
+    if skip is not None:
+        return skip
+    ops = defaults_patch(request["object"])
+    if not ops:
+        return _allowed(request)
+    response = {
+        **_allowed(request).response,
+        "patchType": "JSONPatch",
+        "patch": base64.b64encode(orjson.dumps(ops)).decode(),
+    }
+    return Admission(response, "patched", patch_ops=len(ops))
+
+
+def validate_request(request: JSONDict) -> Admission:
+    """Allow or deny an MPIJob as upstream's controller would judge it after defaulting, plus our rules."""
+    skip = _not_ours(request)
+    if skip is not None:
+        return skip
+    new, errors = parse_mpijob(request["object"])
+    if new is not None:
+        errors, warnings = _judge(request, new)
+    else:
+        warnings = []
+    if not errors:
+        admission = _allowed(request)
+        if warnings:
+            admission.response["warnings"] = warnings
+        return admission
+    name = _object_name(request)
+    response = {"uid": request["uid"], "allowed": False, "status": invalid_status(name, errors)}
+    if warnings:
+        response["warnings"] = warnings
+    return Admission(response, "denied", errors=errors)
+
+
+def errored(uid: str, code: int, message: str) -> JSONDict:
+    """An AdmissionReview reporting that this webhook could not judge the request."""
+    status = {"status": "Failure", "message": message, "reason": _REASONS.get(code, "InternalError"), "code": code}
+    return Admission({"uid": uid, "allowed": False, "status": status}, "error").review()
+
+
+_REASONS = {400: "BadRequest", 413: "RequestEntityTooLarge", 500: "InternalError"}
+
+
+def _judge(request: JSONDict, new: MPIJob) -> tuple[list[FieldError], list[str]]:
+    defaulted = with_defaults(new)
+    if request["operation"] != "UPDATE":
+        return validate(defaulted), admission_warnings(defaulted)
+    old, _ = parse_mpijob(request["oldObject"])
+    if old is None:
+        return validate(defaulted), admission_warnings(defaulted)
+    old_defaulted = with_defaults(old)
+    errors = validate_update(old_defaulted, defaulted)
+    if new.metadata.get("deletionTimestamp"):
+        errors = [e for e in errors if e.field.startswith("spec.runPolicy.managedBy")]
+    # Ratcheting: an object stored before this webhook existed may already be invalid; an update
+    # (labels, finalizers, Kueue's scheduling directives) is denied only for problems it adds.
+    existing = {str(e) for e in validate(old_defaulted)}
+    return [e for e in errors if str(e) not in existing], admission_warnings(defaulted)
+
+
+def _not_ours(request: JSONDict) -> Admission | None:
+    """Allow what needs no judgement; deny (400) a resource this webhook was not made for."""
+    if request["operation"] not in WRITE_OPERATIONS or request.get("subResource"):
+        return _allowed(request)
+    kind = request.get("kind")
+    if isinstance(kind, dict) and (kind.get("group"), kind.get("kind")) != (c.GROUP, c.KIND):
+        got = f"{kind.get('group')}/{kind.get('version')}, Kind={kind.get('kind')}"
+        message = f"this webhook admits only {c.API_VERSION}, Kind={c.KIND}; got {got}: check the webhook rules"
+        status = {"status": "Failure", "message": message, "reason": "BadRequest", "code": 400}
+        return Admission({"uid": request["uid"], "allowed": False, "status": status}, "denied")
+    return None
+
+
+def _allowed(request: JSONDict) -> Admission:
+    return Admission({"uid": request["uid"], "allowed": True}, "allowed")
+
+
+def _object_name(request: JSONDict) -> str:
+    metadata = request["object"].get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return name if isinstance(name, str) and name else str(request.get("name") or "")

@@ -1,0 +1,93 @@
+"""HTTP handlers: read the body, call the pure admission functions, answer, count and log.
+
+Every request gets exactly one answer and one canonical log line. A body that is not an
+AdmissionReview gets 400, one over the size limit 413, and an unexpected failure 500 with the
+request uid: never an accidental allow.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from webhook import admission
+from webhook.state import METRICS, READY_CHECK
+
+logger = logging.getLogger("webhook")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+AdmitFunction = Callable[[dict[str, Any]], admission.Admission]
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    return _json({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
+                  "reason": reason, "code": code}, status=code)
+
+
+def admission_handler(operation: str, admit: AdmitFunction) -> Handler:
+    """An aiohttp handler answering AdmissionReviews with ``admit``."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        log: dict[str, Any] = {"op": operation, "uid": ""}
+        response, result = await _answer(request, admit, log)
+        seconds = time.perf_counter() - started
+        request.app[METRICS].observe(operation, result, seconds)
+        log.update(result=result, duration_us=round(seconds * 1e6))
+        logger.info("admission", extra={"kv": log})
+        return response
+
+    return handle
+
+
+async def _answer(request: web.Request, admit: AdmitFunction, log: dict[str, Any]) -> tuple[web.Response, str]:
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge as error:
+        message = f"request body too large for the MPIJob webhook: {error.text}"
+        return _status(413, "RequestEntityTooLarge", message), "too_large"
+    try:
+        review_request = admission.parse_review(body)
+    except admission.BadReviewError as error:
+        log["error"] = str(error)
+        return _status(400, "BadRequest", str(error)), "bad_request"
+    uid = review_request["uid"]
+    log.update(uid=uid, operation=review_request["operation"], namespace=review_request.get("namespace", ""),
+               name=review_request.get("name", ""), dry_run=bool(review_request.get("dryRun")))
+    try:
+        answer = admit(review_request)
+    except Exception:
+        logger.exception("admission failed", extra={"kv": {"uid": uid}})
+        message = f"internal error in the MPIJob webhook while admitting request {uid}; see the webhook's log"
+        return _json(admission.errored(uid, 500, message), status=500), "error"
+    if answer.patch_ops:
+        log["patch_ops"] = answer.patch_ops
+    if answer.errors:
+        log["errors"] = len(answer.errors)
+    return _json(answer.review()), answer.outcome
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness: the event loop answers."""
+    return web.Response(text="ok")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Readiness: a serving certificate is loaded."""
+    if request.app[READY_CHECK]():
+        return web.Response(text="ok")
+    return web.Response(text="no serving certificate loaded yet", status=503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[METRICS].registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -1,0 +1,13 @@
+"""Typed keys of what the aiohttp application holds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+
+from webhook.metrics import WebhookMetrics
+
+ReadyCheck = Callable[[], bool]
+METRICS = web.AppKey("metrics", WebhookMetrics)
+READY_CHECK: web.AppKey[ReadyCheck] = web.AppKey("ready_check")

@@ -6,10 +6,12 @@ One table drives both users: ``with_defaults`` (the reconciler, in memory) and `
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from shared.api import constants as c
-from shared.api.types import JSONDict, MPIJob
+from shared.api.types import JSONDict, MPIJob, MPIJobSpec, ReplicaSpec, RunPolicy
+
+M = TypeVar("M", MPIJobSpec, RunPolicy, ReplicaSpec)
 
 Path = tuple[str, ...]
 
@@ -75,11 +77,36 @@ def defaults_patch(obj: JSONDict) -> list[JSONDict]:
 
 
 def with_defaults(job: MPIJob) -> MPIJob:
-    """A new MPIJob with the Go defaults and the CRD defaults applied; the input is not changed."""
-    data = job.to_dict()  # a fresh copy: model_dump builds new containers
-    for path, value in missing_defaults(data):
-        _set(data, path, value)
-    return MPIJob.model_validate(data)
+    """A new MPIJob with the Go defaults and the CRD defaults applied; the input is not changed.
+
+    Works on the typed model and shares the (unchanged) pod template dicts with the input: copying
+    them would cost more than everything else an admission does. Callers never mutate templates.
+    """
+    spec = job.spec or MPIJobSpec()
+    run_policy = _filled(spec.run_policy or RunPolicy(), _RUN_POLICY_DEFAULTS + _CRD_RUN_POLICY_DEFAULTS)
+    replica_specs = spec.mpi_replica_specs
+    if replica_specs is not None:
+        replica_specs = {
+            key: _filled(value or ReplicaSpec(), _REPLICA_DEFAULTS[key]) if key in _REPLICA_DEFAULTS else value
+            for key, value in replica_specs.items()
+        }
+    spec = _filled(spec, _SPEC_DEFAULTS, run_policy=run_policy, mpi_replica_specs=replica_specs)
+    return job.model_copy(update={"spec": spec})
+
+
+def _filled(model: M, defaults: tuple[tuple[str, Any], ...], **updates: Any) -> M:
+    """A copy of ``model`` with its unset fields (named by wire name) set to their defaults."""
+    names = _FIELD_NAMES[type(model)]
+    for wire_name, value in defaults:
+        if getattr(model, names[wire_name]) is None:
+            updates[names[wire_name]] = value
+    return model.model_copy(update=updates)
+
+
+_FIELD_NAMES = {
+    model: {field.alias or name: name for name, field in model.model_fields.items()}
+    for model in (MPIJobSpec, RunPolicy, ReplicaSpec)
+}
 
 
 def _pointer(path: Path) -> str:

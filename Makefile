@@ -1,0 +1,66 @@
+# Everything a newcomer needs: `make demo` runs the operator end to end on a local control plane,
+# `make test` runs the whole test suite. Both install what they need themselves (virtualenv, Python
+# packages, control-plane binaries built from Go modules), cached between runs.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+CLUSTER_DIR := .cluster
+
+.DEFAULT_GOAL := help
+.PHONY: help venv testbin lint unit integration test demo cluster-up cluster-down crd certs bench-webhook bench-admission clean
+
+help:
+	@echo "make demo          set everything up, start a local control plane and the operator, run the examples"
+	@echo "make test          lint (ruff, mypy --strict) and run every test: unit, webhook, integration"
+	@echo "make cluster-up    start the local control plane in the background (kubeconfig: $(CLUSTER_DIR)/kubeconfig)"
+	@echo "make cluster-down  stop it"
+	@echo "make crd           regenerate deploy/crds/kubeflow.org_mpijobs.yaml"
+	@echo "make bench-webhook webhook server benchmark (B2); make bench-admission: through the API server (B0/B1)"
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(STAMP)
+
+testbin:
+	@bash hack/build-testbin.sh >/dev/null
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy .
+
+unit: $(STAMP)
+	$(VENV)/bin/pytest tests/unit tests/webhook
+
+integration: $(STAMP) testbin
+	$(VENV)/bin/pytest tests/integration
+
+test: $(STAMP) testbin lint
+	$(VENV)/bin/pytest
+
+cluster-up: $(STAMP) testbin
+	$(PY) -m tests.harness up --dir $(CLUSTER_DIR)
+
+cluster-down: $(STAMP)
+	$(PY) -m tests.harness down --dir $(CLUSTER_DIR)
+
+demo: $(STAMP) testbin
+	$(PY) -m hack.demo
+
+crd: $(STAMP)
+	$(PY) hack/gen_crd.py
+
+bench-webhook: $(STAMP)
+	$(PY) -m hack.bench_webhook
+
+bench-admission: $(STAMP) testbin
+	$(PY) -m hack.bench_admission
+
+clean:
+	rm -rf $(VENV) $(CLUSTER_DIR) .mypy_cache .ruff_cache .pytest_cache

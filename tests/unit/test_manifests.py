@@ -1,0 +1,284 @@
+"""The kustomize manifests under deploy/ (the generated CRD excepted): they parse, hang together, and
+carry the webhook settings and the restricted Pod Security profile the docs promise."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from webhook.app import create_app
+from webhook.certs import service_dns_names
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+NAMESPACE, SERVICE = "mpi-operator", "mpijob-webhook"
+Doc = dict[str, Any]
+
+
+@cache
+def documents() -> tuple[tuple[Path, Doc], ...]:
+    """Every YAML document under deploy/ except the CRDs, with the file it came from."""
+    files = sorted(p for p in DEPLOY.rglob("*.yaml") if "crds" not in p.relative_to(DEPLOY).parts)
+    return tuple((f, d) for f in files for d in yaml.safe_load_all(f.read_text()) if d is not None)
+
+
+def objects(kind: str) -> list[Doc]:
+    return [d for _, d in documents() if d.get("kind") == kind]
+
+
+def one(kind: str, name: str) -> Doc:
+    found = [d for d in objects(kind) if d["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected exactly one {kind}/{name}, found {len(found)}"
+    return found[0]
+
+
+def test_every_document_is_a_kubernetes_object() -> None:
+    assert documents(), "no manifests found"
+    for path, doc in documents():
+        assert isinstance(doc, dict), path
+        assert {"apiVersion", "kind"} <= doc.keys(), path
+        assert doc["kind"] == "Kustomization" or doc.get("metadata", {}).get("name"), path
+
+
+def test_namespaced_objects_live_in_the_operator_namespace() -> None:
+    cluster_scoped = {"Kustomization", "Namespace", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped |= {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+    one("Namespace", NAMESPACE)
+    for path, doc in documents():
+        if doc["kind"] not in cluster_scoped:
+            assert doc["metadata"].get("namespace") == NAMESPACE, f"{path}: {doc['kind']}"
+
+
+@pytest.mark.parametrize(
+    "kustomization", sorted(DEPLOY.rglob("kustomization.yaml")), ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_kustomization_resources_exist_and_cover_the_directory(kustomization: Path) -> None:
+    resources = yaml.safe_load(kustomization.read_text())["resources"]
+    for entry in resources:
+        target = kustomization.parent / entry
+        assert target.is_file() or (target / "kustomization.yaml").is_file(), f"{kustomization}: {entry}"
+    if kustomization.parent != DEPLOY:
+        local = {p.name for p in kustomization.parent.glob("*.yaml")} - {"kustomization.yaml"}
+        assert local == set(resources), "every manifest in the directory is listed, and only those"
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with its built-in kustomize) is not installed")
+def test_kustomize_builds_the_whole_tree() -> None:
+    result = subprocess.run(["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    built = [d for d in yaml.safe_load_all(result.stdout) if d]
+    expected = {(d["kind"], d["metadata"]["name"]) for _, d in documents() if d["kind"] != "Kustomization"}
+    assert expected <= {(d["kind"], d["metadata"]["name"]) for d in built}
+    assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "mpijob-operator" for d in built)
+
+
+def test_root_kustomization_lists_the_components() -> None:
+    resources = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
+    assert resources == ["crds/kubeflow.org_mpijobs.yaml", "rbac", "webhook", "reconciler", "certs"]
+
+
+WEBHOOKS = [
+    ("MutatingWebhookConfiguration", "mpijob-defaulter.kubeflow.org", "mutate", "Ignore"),
+    ("ValidatingWebhookConfiguration", "mpijob-validator.kubeflow.org", "validate", "Fail"),
+]
+
+
+@pytest.mark.parametrize(("kind", "name", "verb", "failure_policy"), WEBHOOKS, ids=["mutating", "validating"])
+def test_webhook_configuration(kind: str, name: str, verb: str, failure_policy: str) -> None:
+    config = one(kind, SERVICE)
+    certificate = one("Certificate", SERVICE)
+    annotation = config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+    assert annotation == f"{certificate['metadata']['namespace']}/{certificate['metadata']['name']}"
+    [hook] = config["webhooks"]
+    assert hook["name"] == name
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert (hook["sideEffects"], hook["failurePolicy"]) == ("None", failure_policy)
+    assert (hook["timeoutSeconds"], hook["matchPolicy"]) == (5, "Equivalent")
+    assert hook.get("reinvocationPolicy") == ("IfNeeded" if verb == "mutate" else None)
+    assert hook["rules"] == [
+        {
+            "apiGroups": ["kubeflow.org"],
+            "apiVersions": ["v2beta1"],
+            "resources": ["mpijobs"],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Namespaced",
+        }
+    ]
+    # The controller-runtime naming convention: /<verb>-<group with dashes>-<version>-<kind>.
+    assert hook["clientConfig"]["service"] == {
+        "name": SERVICE,
+        "namespace": NAMESPACE,
+        "path": f"/{verb}-kubeflow-org-v2beta1-mpijob",
+        "port": 443,
+    }
+    assert "caBundle" not in hook["clientConfig"], "injected by cert-manager or patched in, never committed"
+    [expr] = hook["namespaceSelector"]["matchExpressions"]
+    assert expr == {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NAMESPACE]}
+
+
+@pytest.mark.parametrize("path", ["/mutate-kubeflow-org-v2beta1-mpijob", "/validate-kubeflow-org-v2beta1-mpijob"])
+def test_webhook_paths_are_served_by_the_app(path: str) -> None:
+    routes = {(route.method, route.resource.canonical) for route in create_app().router.routes() if route.resource}
+    assert ("POST", path) in routes
+
+
+def pod_specs() -> list[tuple[str, Doc]]:
+    return [(d["metadata"]["name"], d["spec"]["template"]["spec"]) for d in objects("Deployment")]
+
+
+@pytest.mark.parametrize(("name", "pod"), pod_specs(), ids=[n for n, _ in pod_specs()])
+def test_pods_meet_the_restricted_profile(name: str, pod: Doc) -> None:
+    pod_sc = pod.get("securityContext", {})
+    assert not any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC"))
+    allowed = {
+        "configMap",
+        "csi",
+        "downwardAPI",
+        "emptyDir",
+        "ephemeral",
+        "persistentVolumeClaim",
+        "projected",
+        "secret",
+    }
+    for volume in pod.get("volumes", []):
+        assert set(volume) - {"name"} <= allowed, volume
+    for container in pod["containers"] + pod.get("initContainers", []):
+        sc = {**pod_sc, **container.get("securityContext", {})}
+        assert sc.get("runAsNonRoot") is True
+        assert sc.get("runAsUser", 0) == 65532
+        assert sc.get("seccompProfile", {}).get("type") == "RuntimeDefault"
+        assert sc.get("allowPrivilegeEscalation") is False
+        assert sc.get("privileged", False) is False
+        assert sc.get("readOnlyRootFilesystem") is True
+        assert "ALL" in sc["capabilities"]["drop"]
+        assert set(sc["capabilities"].get("add", [])) <= {"NET_BIND_SERVICE"}
+        assert container["resources"]["requests"], "requests let the scheduler place the pod"
+
+
+def container(deployment: str) -> Doc:
+    containers: list[Doc] = one("Deployment", deployment)["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def port_number(c: Doc, port: int | str) -> int:
+    if isinstance(port, int):
+        return port
+    numbers: list[int] = [p["containerPort"] for p in c["ports"] if p["name"] == port]
+    assert len(numbers) == 1, f"container port {port!r}"
+    return numbers[0]
+
+
+def test_webhook_deployment() -> None:
+    deployment = one("Deployment", SERVICE)
+    pod, c = deployment["spec"]["template"]["spec"], container(SERVICE)
+    assert deployment["spec"]["replicas"] == 2
+    assert pod["serviceAccountName"] == SERVICE
+    assert pod["automountServiceAccountToken"] is False
+    assert one("ServiceAccount", SERVICE)["automountServiceAccountToken"] is False
+    assert pod["topologySpreadConstraints"]
+    assert c["args"] == ["--port", "9443", "--tls-cert-file", "/tls/tls.crt", "--tls-key-file", "/tls/tls.key"]
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        get = c[probe]["httpGet"]
+        assert (get["path"], get["scheme"], port_number(c, get["port"])) == (path, "HTTPS", 9443)
+    [mount] = [m for m in c["volumeMounts"] if m["mountPath"] == "/tls"]
+    assert "subPath" not in mount, "a subPath mount never sees Secret updates"
+    [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == one("Certificate", SERVICE)["spec"]["secretName"] == "mpijob-webhook-tls"
+
+
+def test_webhook_service_and_disruption_budget() -> None:
+    labels = one("Deployment", SERVICE)["spec"]["template"]["metadata"]["labels"]
+    service = one("Service", SERVICE)
+    assert service["spec"]["selector"].items() <= labels.items()
+    [port] = service["spec"]["ports"]
+    assert (port["port"], port_number(container(SERVICE), port["targetPort"])) == (443, 9443)
+    pdb = one("PodDisruptionBudget", SERVICE)
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_serving_certificate() -> None:
+    spec = one("Certificate", SERVICE)["spec"]
+    assert spec["dnsNames"] == service_dns_names(SERVICE, NAMESPACE)
+    assert (spec["privateKey"]["algorithm"], spec["privateKey"]["size"]) == ("ECDSA", 256)
+    assert spec["renewBefore"]
+    issuer = one(spec["issuerRef"]["kind"], spec["issuerRef"]["name"])
+    assert one("Certificate", "mpijob-webhook-ca")["spec"]["secretName"] == issuer["spec"]["ca"]["secretName"]
+
+
+def test_reconciler_deployment() -> None:
+    deployment, c = one("Deployment", "mpijob-reconciler"), container("mpijob-reconciler")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "mpi-operator"
+    assert c["command"] == ["python", "-m", "reconciler"]
+    assert f"--lock-namespace={NAMESPACE}" in c["args"]
+    get = c["livenessProbe"]["httpGet"]
+    assert (get["path"], port_number(c, get["port"])) == ("/healthz", 8080)
+
+
+REQUIRED_GRANTS = [
+    ("", "secrets", {"create", "get", "list", "watch", "update", "patch", "delete"}),
+    ("", "pods", {"create", "get", "list", "watch", "delete", "update", "patch"}),
+    ("", "events", {"create", "patch"}),
+    ("events.k8s.io", "events", {"create", "patch"}),
+    ("batch", "jobs", {"create", "get", "list", "watch", "update", "patch", "delete"}),
+    ("batch", "jobs/status", {"update", "patch"}),
+    ("kubeflow.org", "mpijobs/status", {"get", "update", "patch"}),
+    ("coordination.k8s.io", "leases", {"get", "create", "update"}),
+    ("scheduling.volcano.sh", "podgroups", {"create", "get", "list", "watch", "update", "patch", "delete"}),
+    ("scheduling.k8s.io", "priorityclasses", {"get", "list", "watch"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("group", "resource", "verbs"), REQUIRED_GRANTS, ids=[g[1] + "@" + g[0] for g in REQUIRED_GRANTS]
+)
+def test_reconciler_cluster_role_grants(group: str, resource: str, verbs: set[str]) -> None:
+    rules = one("ClusterRole", "mpi-operator")["rules"]
+    granted = {v for r in rules if group in r["apiGroups"] and resource in r["resources"] for v in r["verbs"]}
+    assert verbs <= granted
+    assert "*" not in granted
+
+
+def test_cluster_role_binding() -> None:
+    binding = one("ClusterRoleBinding", "mpi-operator")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "mpi-operator",
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "mpi-operator", "namespace": NAMESPACE}]
+
+
+def test_aggregated_user_roles_match_upstream() -> None:
+    prefix = "rbac.authorization.kubeflow.org/aggregate-to-"
+    admin = one("ClusterRole", "kubeflow-mpijobs-admin")
+    assert admin["metadata"]["labels"] == {prefix + "kubeflow-admin": "true"}
+    assert admin["aggregationRule"]["clusterRoleSelectors"] == [
+        {"matchLabels": {prefix + "kubeflow-mpijobs-admin": "true"}}
+    ]
+    assert "rules" not in admin
+    edit, view = one("ClusterRole", "kubeflow-mpijobs-edit"), one("ClusterRole", "kubeflow-mpijobs-view")
+    assert edit["metadata"]["labels"] == {prefix + "kubeflow-edit": "true", prefix + "kubeflow-mpijobs-admin": "true"}
+    assert view["metadata"]["labels"] == {prefix + "kubeflow-view": "true"}
+    write = ["create", "delete", "deletecollection", "patch", "update"]
+    for role, verbs in ((edit, ["get", "list", "watch", *write]), (view, ["get", "list", "watch"])):
+        assert role["rules"] == [
+            {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs", "mpijobs/status"], "verbs": verbs}
+        ]
+
+
+@pytest.mark.parametrize("component", ["webhook", "reconciler"])
+def test_dockerfile(component: str) -> None:
+    lines = (ROOT / f"Dockerfile.{component}").read_text().splitlines()
+    assert sum(line.startswith("FROM python:3.11-slim") for line in lines) == 2
+    assert f'RUN pip install ".[{component}]"' in lines
+    assert "USER 65532:65532" in lines
+    assert lines[-1] == f'ENTRYPOINT ["python", "-m", "{component}"]'

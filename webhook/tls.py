@@ -1,0 +1,246 @@
+"""TLS for the webhook's aiohttp server, with certificate hot reload.
+
+`CertificateReloader` owns one server `ssl.SSLContext` for the whole life of the process. A task polls
+the certificate and key files and, when their *contents* change (Kubernetes Secret volumes swap a
+symlink, so mtimes are not enough), loads the new pair into that same live context: new connections get
+the new certificate, existing connections and in-flight requests are untouched, the listener never
+restarts. A pair that is half-written, mismatched or unparsable is validated and rejected before the
+live context is touched, so the previous certificate keeps serving; the next change is tried again.
+
+Usage with aiohttp::
+
+    reloader = CertificateReloader(cert_file, key_file, poll_interval=2.0)
+    app.cleanup_ctx.append(reloader.cleanup_ctx)
+    site = web.TCPSite(runner, port=9443, ssl_context=reloader.context)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import ssl
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+logger = logging.getLogger("webhook.tls")
+
+
+class CertificateError(ValueError):
+    """The certificate/key pair cannot be used: unparsable, encrypted, or not matching."""
+
+
+@dataclass(frozen=True)
+class LoadedCertificate:
+    """What is being served: the leaf certificate of the last pair loaded successfully."""
+
+    serial: int
+    fingerprint_sha256: str
+    subject: str
+    not_before: datetime
+    not_after: datetime
+
+    @property
+    def serial_hex(self) -> str:
+        """The serial number as lowercase hex, as `openssl x509 -serial` shows it."""
+        return format(self.serial, "x")
+
+
+def build_server_context() -> ssl.SSLContext:
+    """A server context with secure defaults: TLS >= 1.2, no renegotiation, ALPN `http/1.1` only."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_RENEGOTIATION
+    # HTTP/2 is never offered (CVE-2023-44487 "rapid reset"); the API server speaks HTTP/1.1 to us anyway.
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+def inspect_pair(cert_pem: bytes, key_pem: bytes) -> LoadedCertificate:
+    """Parse a PEM chain and an unencrypted PEM key; raise CertificateError unless the key fits the leaf."""
+    try:
+        chain = x509.load_pem_x509_certificates(cert_pem)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError) as exc:  # TypeError: the key is encrypted
+        raise CertificateError(str(exc) or type(exc).__name__) from exc
+    leaf = chain[0]
+    if key.public_key() != leaf.public_key():
+        raise CertificateError("private key does not match the certificate")
+    return LoadedCertificate(
+        serial=leaf.serial_number,
+        fingerprint_sha256=leaf.fingerprint(hashes.SHA256()).hex(),
+        subject=leaf.subject.rfc4514_string(),
+        not_before=leaf.not_valid_before_utc,
+        not_after=leaf.not_valid_after_utc,
+    )
+
+
+class CertificateReloader:
+    """One live server SSLContext kept in sync with a certificate and key file pair."""
+
+    def __init__(self, cert_file: str | Path, key_file: str | Path, *, poll_interval: float = 2.0) -> None:
+        if poll_interval <= 0:
+            raise ValueError("poll_interval must be positive")
+        self.cert_file, self.key_file = Path(cert_file), Path(key_file)
+        self.poll_interval = poll_interval
+        self._context = build_server_context()
+        self._loaded: LoadedCertificate | None = None
+        self._seen: bytes | None = None  # digest of the last contents (or error) observed
+        self._task: asyncio.Task[None] | None = None
+        self.reload_count = 0
+        """Successful loads, the first one included."""
+        self.failure_count = 0
+        """Observed file states that could not be loaded (each distinct state counts once)."""
+        self.last_error: str | None = None
+
+    @property
+    def context(self) -> ssl.SSLContext:
+        """The live server context; pass it to the aiohttp site once, it is updated in place."""
+        return self._context
+
+    @property
+    def ready(self) -> bool:
+        """True once a certificate has been loaded (it stays loaded; later failures keep it)."""
+        return self._loaded is not None
+
+    @property
+    def loaded(self) -> LoadedCertificate | None:
+        """The certificate being served to new connections, if any."""
+        return self._loaded
+
+    @property
+    def loaded_serial(self) -> int | None:
+        """Serial number of the certificate being served, if any."""
+        return self._loaded.serial if self._loaded else None
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready summary for health endpoints and metrics."""
+        cert = self._loaded
+        return {
+            "ready": self.ready,
+            "serial": cert.serial_hex if cert else None,
+            "fingerprintSHA256": cert.fingerprint_sha256 if cert else None,
+            "notAfter": cert.not_after.isoformat() if cert else None,
+            "reloads": self.reload_count,
+            "failures": self.failure_count,
+            "lastError": self.last_error,
+        }
+
+    def reload(self) -> bool:
+        """Load the files if their contents changed since the last call; True when a new pair went live.
+
+        Never raises for bad or missing files: it logs a warning once per distinct bad state and keeps
+        serving the previous certificate.
+        """
+        try:
+            cert_pem, key_pem = self.cert_file.read_bytes(), self.key_file.read_bytes()
+        except OSError as exc:
+            return self._reject(hashlib.sha256(repr(exc).encode()).digest(), f"read failed: {exc}")
+        digest = hashlib.sha256(hashlib.sha256(cert_pem).digest() + hashlib.sha256(key_pem).digest()).digest()
+        if digest == self._seen:
+            return False
+        try:
+            cert = inspect_pair(cert_pem, key_pem)
+            # A failed load_cert_chain can leave a context with the new cert but no key; rehearse on a
+            # scratch context so the live one is only touched with a pair known to load.
+            _load_chain(build_server_context(), cert_pem, key_pem)
+            _load_chain(self._context, cert_pem, key_pem)
+        except (CertificateError, ssl.SSLError, OSError) as exc:
+            return self._reject(digest, str(exc))
+        self._seen, self._loaded, self.last_error = digest, cert, None
+        self.reload_count += 1
+        kv = {"serial": cert.serial_hex, "sha256": cert.fingerprint_sha256, "not_after": cert.not_after.isoformat()}
+        logger.info("tls certificate loaded", extra={"kv": {**self._files(), **kv, "reloads": self.reload_count}})
+        return True
+
+    async def start(self) -> None:
+        """Load the pair once and start watching; a failed first load leaves `ready` false, no raise."""
+        if self._task is not None:
+            return
+        self.reload()
+        self._task = asyncio.create_task(self._watch(), name="tls-certificate-reloader")
+
+    async def stop(self) -> None:
+        """Stop watching; the context keeps serving the last certificate."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def cleanup_ctx(self, _app: web.Application) -> AsyncIterator[None]:
+        """aiohttp `cleanup_ctx` hook: watch while the application runs."""
+        await self.start()
+        try:
+            yield
+        finally:
+            await self.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            try:
+                self.reload()
+            except Exception:  # the watcher must outlive any surprise; the old certificate keeps serving
+                logger.exception("tls certificate reload crashed", extra={"kv": self._files()})
+
+    def _files(self) -> dict[str, str]:
+        return {"cert_file": str(self.cert_file), "key_file": str(self.key_file)}
+
+    def _reject(self, digest: bytes, error: str) -> bool:
+        if digest != self._seen:
+            self._seen, self.last_error = digest, error
+            self.failure_count += 1
+            kv = {**self._files(), "serving_serial": self._loaded.serial_hex if self._loaded else None}
+            logger.warning("tls certificate not loaded, keeping the previous one", extra={"kv": {**kv, "error": error}})
+        return False
+
+
+def _load_chain(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
+    """`load_cert_chain` from bytes, so the pair loaded is exactly the pair validated."""
+    with _as_paths(cert_pem, key_pem) as (cert_path, key_path):
+        context.load_cert_chain(cert_path, key_path)
+
+
+@contextlib.contextmanager
+def _as_paths(*blobs: bytes) -> Iterator[list[str]]:
+    """Expose byte strings as readable paths: anonymous memory files on Linux, else a private temp dir."""
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        fds: list[int] = []
+        try:
+            for blob in blobs:
+                fds.append(os.memfd_create("webhook-tls", os.MFD_CLOEXEC))
+                with open(fds[-1], "wb", closefd=False) as f:
+                    f.write(blob)
+            yield [f"/proc/self/fd/{fd}" for fd in fds]
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return
+    with tempfile.TemporaryDirectory(prefix="webhook-tls-") as tmp:
+        paths = [Path(tmp, str(i)) for i in range(len(blobs))]
+        for path, blob in zip(paths, blobs, strict=True):
+            path.write_bytes(blob)
+        yield [str(p) for p in paths]

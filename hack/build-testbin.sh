@@ -12,6 +12,8 @@ KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 STAGING_VERSION="v0.${K8S_VERSION#v1.}"
 K8S_MINOR="$(cut -d. -f2 <<<"$K8S_VERSION")"
 
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PINNED="$HERE/testbin"   # go.mod/go.sum recorded by the first green build of the default versions
 ROOT="${TESTBIN_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/mpijob-operator/testbin}"
 OUT="$ROOT/k8s-$K8S_VERSION.etcd-$ETCD_VERSION.kwok-$KWOK_VERSION"
 BIN="$OUT/bin"
@@ -50,19 +52,24 @@ require_version() {  # require_version MODULE VERSION: fail early and clearly if
 if ! [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/kube-scheduler" && -x "$BIN/kubectl" ]]; then
   cd "$OUT/src/k8s"
   require_version k8s.io/kubernetes "$K8S_VERSION"
-  [[ -f go.mod ]] || go mod init mpijob-testbin.local/k8s >&2
-  go mod edit -go=1.26.0
-  KK_GOMOD="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')"
-  STAGING="$(awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" {print $1}' "$KK_GOMOD" | sort -u)"
-  log "k8s $K8S_VERSION: $(wc -w <<<"$STAGING") staging modules at $STAGING_VERSION"
-  for m in $STAGING; do
-    require_version "$m" "$STAGING_VERSION"
-    go mod edit -replace="$m=$m@$STAGING_VERSION"
-  done
-  go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
   CMDS="k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl"
-  log "resolving the module graph (go get) ..."
-  go get $(for c in $CMDS; do printf '%s@%s ' "$c" "$K8S_VERSION"; done) >&2
+  if grep -qsE "k8s.io/kubernetes ${K8S_VERSION}( |$)" "$PINNED/k8s/go.mod"; then
+    log "k8s $K8S_VERSION: using the recorded go.mod/go.sum (hack/testbin/k8s)"
+    cp "$PINNED/k8s/go.mod" "$PINNED/k8s/go.sum" .
+  else
+    [[ -f go.mod ]] || go mod init mpijob-testbin.local/k8s >&2
+    go mod edit -go=1.26.0
+    KK_GOMOD="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')"
+    STAGING="$(awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" {print $1}' "$KK_GOMOD" | sort -u)"
+    log "k8s $K8S_VERSION: $(wc -w <<<"$STAGING") staging modules at $STAGING_VERSION"
+    for m in $STAGING; do
+      require_version "$m" "$STAGING_VERSION"
+      go mod edit -replace="$m=$m@$STAGING_VERSION"
+    done
+    go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
+    log "resolving the module graph (go get) ..."
+    go get $(for c in $CMDS; do printf '%s@%s ' "$c" "$K8S_VERSION"; done) >&2
+  fi
   LDF="-s -w"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     LDF="$LDF -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$K8S_MINOR"
@@ -77,9 +84,13 @@ fi
 if ! [[ -x "$BIN/etcd" ]]; then
   cd "$OUT/src/etcd"
   require_version go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
-  [[ -f go.mod ]] || go mod init mpijob-testbin.local/etcd >&2
-  go mod edit -go=1.25.0
-  go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >&2
+  if grep -qsE "go.etcd.io/etcd/server/v3 ${ETCD_VERSION}( |$)" "$PINNED/etcd/go.mod"; then
+    cp "$PINNED/etcd/go.mod" "$PINNED/etcd/go.sum" .
+  else
+    [[ -f go.mod ]] || go mod init mpijob-testbin.local/etcd >&2
+    go mod edit -go=1.25.0
+    go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >&2
+  fi
   timed etcd go build -mod=mod -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
 fi
 

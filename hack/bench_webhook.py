@@ -67,7 +67,8 @@ def parse_wrk(output: str) -> tuple[float, float, float, int]:
 
 
 def run_wrk(url: str, script: Path, concurrency: int, seconds: float) -> str:
-    argv = pinned(1, ["wrk", "-t1", f"-c{concurrency}", f"-d{max(1, round(seconds))}s", "--latency", "-s", str(script), url])
+    duration = f"-d{max(1, round(seconds))}s"
+    argv = pinned(1, ["wrk", "-t1", f"-c{concurrency}", duration, "--latency", "-s", str(script), url])
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
 
 

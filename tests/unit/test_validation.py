@@ -8,7 +8,7 @@ import pytest
 
 from shared.api import MPIJob, aggregate, invalid_status, validate, validate_update, validate_upstream
 
-C = {"spec": {"containers": [{}]}}
+C: dict[str, Any] = {"spec": {"containers": [{}]}}
 DNS1035 = (
     "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
     "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "

@@ -8,11 +8,12 @@ from typing import Any
 
 import orjson
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from webhook.app import create_app
 
-Client = TestClient  # type: ignore[type-arg]
+Client = TestClient[web.Request, web.Application]
 
 
 @pytest.fixture

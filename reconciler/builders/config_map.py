@@ -1,0 +1,78 @@
+"""The ConfigMap ``<job>-config``: the MPI hostfile and Elastic Horovod's ``discover_hosts.sh`` (controller.md 2.2)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from reconciler.builders.common import (
+    app_labels,
+    mpi_implementation,
+    object_meta,
+    runs_launcher_as_worker,
+    slots_per_worker,
+    worker_replicas,
+)
+from shared.api import constants as c
+from shared.api import names
+from shared.api.types import JSONDict, MPIJob
+
+RunningWorker = str | Mapping[str, Any]
+"""A Running worker pod, by name (in the job's namespace) or as a pod object (``metadata.name``/``namespace``)."""
+
+DISCOVER_HOSTS_SHEBANG = "#!/bin/sh\n"
+
+
+def _hostfile_line(job: MPIJob, fqdn: str, slots: int) -> str:
+    if mpi_implementation(job) == c.OPENMPI:
+        return f"{fqdn} slots={slots}\n"
+    return f"{fqdn}:{slots}\n"  # Intel MPI and MPICH
+
+
+def build_hostfile(job: MPIJob, cluster_domain: str = "") -> str:
+    """One line per desired host: the launcher first with runLauncherAsWorker, then workers 0..replicas-1."""
+    hosts = [names.worker_name(job.name, i) for i in range(worker_replicas(job))]
+    if runs_launcher_as_worker(job):
+        hosts.insert(0, names.launcher_name(job.name))
+    slots = slots_per_worker(job)
+    return "".join(
+        _hostfile_line(job, names.host_fqdn(host, job.name, job.namespace, cluster_domain), slots) for host in hosts
+    )
+
+
+def _name_and_namespace(job: MPIJob, worker: RunningWorker) -> tuple[str, str]:
+    if isinstance(worker, str):
+        return worker, job.namespace
+    meta = worker.get("metadata") or {}
+    return str(meta.get("name", "")), str(meta.get("namespace") or job.namespace)
+
+
+def build_discover_hosts(job: MPIJob, running_workers: Iterable[RunningWorker], cluster_domain: str = "") -> str:
+    """The host discovery script: the launcher (with runLauncherAsWorker) then the given Running workers,
+    sorted by pod name as strings (``-worker-10`` before ``-worker-2``). The caller filters on Running.
+    """
+    lines = [DISCOVER_HOSTS_SHEBANG]
+    if runs_launcher_as_worker(job):
+        launcher = names.host_fqdn(names.launcher_name(job.name), job.name, job.namespace, cluster_domain)
+        lines.append(f"echo {launcher}\n")
+    for name, namespace in sorted(_name_and_namespace(job, worker) for worker in running_workers):
+        lines.append(f"echo {names.host_fqdn(name, job.name, namespace, cluster_domain)}\n")
+    return "".join(lines)
+
+
+def build_config_map_data(job: MPIJob, cluster_domain: str, running_workers: Iterable[RunningWorker]) -> dict[str, str]:
+    """Exactly the two keys ``hostfile`` and ``discover_hosts.sh``: compare with an existing ConfigMap's data."""
+    return {
+        c.HOSTFILE_NAME: build_hostfile(job, cluster_domain),
+        c.DISCOVER_HOSTS_SCRIPT_NAME: build_discover_hosts(job, running_workers, cluster_domain),
+    }
+
+
+def build_config_map(job: MPIJob, cluster_domain: str = "", running_workers: Iterable[RunningWorker] = ()) -> JSONDict:
+    """ConfigMap ``<job>-config`` with labels ``{app: <job>}``, controlled by the job."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": object_meta(job, names.config_map_name(job.name), app_labels(job)),
+        "data": build_config_map_data(job, cluster_domain, running_workers),
+    }

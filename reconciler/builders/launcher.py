@@ -1,0 +1,160 @@
+"""The launcher ``batch/v1`` Job ``<job>-launcher`` that runs mpirun (controller.md 2.5, 1.2 step 13)."""
+
+from __future__ import annotations
+
+from reconciler.builders.common import (
+    DISCOVER_HOSTS_MODE,
+    HOSTFILE_MODE,
+    app_labels,
+    append_items,
+    controller_ref,
+    copy_template,
+    first_container,
+    is_suspended,
+    json_copy,
+    mpi_implementation,
+    object_meta,
+    pod_template_meta,
+    replica_restart_policy,
+    run_policy_of,
+    runs_launcher_as_worker,
+    set_host_identity,
+    set_pod_labels,
+    setup_ssh,
+    slots_per_worker,
+)
+from reconciler.builders.podgroup import GangScheduling, decorate_pod_template
+from shared.api import constants as c
+from shared.api import names
+from shared.api.types import JSONDict, MPIJob
+
+POD_REPLACEMENT_FAILED = "Failed"
+HOSTFILE_PATH = f"{c.CONFIG_MOUNT_PATH}/{c.HOSTFILE_NAME}"
+SSH_CONNECTION_ATTEMPTS = "-o ConnectionAttempts=10"
+RESTART_POLICY_OVERRIDDEN_MESSAGE = "Restart policy in pod template overridden by restart policy in replica spec"
+SCHEDULING_DIRECTIVES = ("nodeSelector", "tolerations", "schedulingGates")
+
+
+def _env(name: str, value: str = "") -> JSONDict:
+    return {"name": name, "value": value} if value else {"name": name}  # Go omits an empty value
+
+
+def launcher_env(job: MPIJob) -> list[JSONDict]:
+    """The env appended to the launcher's first container: role, MPI implementation settings, GPU blanking."""
+    slots = str(slots_per_worker(job))
+    env = [_env(c.ENV_JOB_ROLE, c.ROLE_LAUNCHER)]
+    implementation = mpi_implementation(job)
+    if implementation == c.OPENMPI:
+        env += [
+            _env("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+            _env("OMPI_MCA_orte_default_hostfile", HOSTFILE_PATH),
+            _env("OMPI_MCA_plm_rsh_args", SSH_CONNECTION_ATTEMPTS),
+            _env("OMPI_MCA_orte_set_default_slots", slots),
+        ]
+    elif implementation == c.INTEL:
+        env += [
+            _env("I_MPI_HYDRA_HOST_FILE", HOSTFILE_PATH),
+            _env("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", SSH_CONNECTION_ATTEMPTS),
+            _env("I_MPI_PERHOST", slots),
+        ]
+    elif implementation == c.MPICH:
+        env += [_env("HYDRA_HOST_FILE", HOSTFILE_PATH), _env("HYDRA_LAUNCH_EXTRA_ARGS", SSH_CONNECTION_ATTEMPTS)]
+    if not runs_launcher_as_worker(job):  # keep the launcher off the node's GPUs
+        env += [_env(c.ENV_NVIDIA_VISIBLE_DEVICES), _env(c.ENV_NVIDIA_DRIVER_CAPABILITIES)]
+    return env
+
+
+def config_volume(job: MPIJob) -> JSONDict:
+    """The ``mpi-job-config`` ConfigMap volume: hostfile 0444, discover_hosts.sh 0555."""
+    items = [
+        {"key": c.HOSTFILE_NAME, "path": c.HOSTFILE_NAME, "mode": HOSTFILE_MODE},
+        {"key": c.DISCOVER_HOSTS_SCRIPT_NAME, "path": c.DISCOVER_HOSTS_SCRIPT_NAME, "mode": DISCOVER_HOSTS_MODE},
+    ]
+    return {"name": c.CONFIG_VOLUME_NAME, "configMap": {"name": names.config_map_name(job.name), "items": items}}
+
+
+def template_overrides_restart_policy(job: MPIJob) -> bool:
+    """Whether the Launcher template sets its own restartPolicy, which the replica's overrides.
+
+    The caller then emits Warning ``SetPodTemplateRestartPolicy`` (``RESTART_POLICY_OVERRIDDEN_MESSAGE``)
+    each time it builds the launcher template (creation and un-suspend), as upstream does.
+    """
+    spec = job.replica_spec(c.LAUNCHER)
+    pod_spec = (spec.template or {}).get("spec") if spec is not None else None
+    return isinstance(pod_spec, dict) and bool(pod_spec.get("restartPolicy"))
+
+
+def build_launcher_pod_template(job: MPIJob, gang: GangScheduling | None = None) -> JSONDict:
+    """The launcher Job's pod template, as upstream's ``newLauncherPodTemplate`` (metadata with ownerRef)."""
+    template = copy_template(job, c.LAUNCHER)
+    set_pod_labels(template, names.role_selector(job.name, c.ROLE_LAUNCHER))
+    if gang is not None:
+        decorate_pod_template(template, job.name, gang)
+    if runs_launcher_as_worker(job):
+        set_pod_labels(template, {c.LABEL_REPLICA_INDEX: "0"})
+    spec = template["spec"]
+    set_host_identity(spec, names.launcher_name(job.name), job.name)
+    container = first_container(spec)
+    append_items(container, "env", launcher_env(job))
+    setup_ssh(spec, job)
+    spec["restartPolicy"] = replica_restart_policy(job, c.LAUNCHER)
+    append_items(spec, "volumes", [config_volume(job)])
+    append_items(container, "volumeMounts", [{"name": c.CONFIG_VOLUME_NAME, "mountPath": c.CONFIG_MOUNT_PATH}])
+    meta = {**pod_template_meta(template), "ownerReferences": [controller_ref(job)]}
+    return {"metadata": meta, "spec": spec}
+
+
+def build_launcher_job(job: MPIJob, gang: GangScheduling | None = None) -> JSONDict:
+    """Job ``<job>-launcher``: run-policy limits only when set, ``podReplacementPolicy: Failed``,
+    ``suspend: true`` only when the MPIJob is suspended (otherwise left out).
+    """
+    run_policy = run_policy_of(job)
+    spec: JSONDict = {}
+    optional = (
+        ("activeDeadlineSeconds", run_policy.active_deadline_seconds),
+        ("backoffLimit", run_policy.backoff_limit),
+        ("ttlSecondsAfterFinished", run_policy.ttl_seconds_after_finished),
+    )
+    spec.update((key, value) for key, value in optional if value is not None)
+    spec["template"] = build_launcher_pod_template(job, gang)
+    if is_suspended(job):
+        spec["suspend"] = True
+    spec["podReplacementPolicy"] = POD_REPLACEMENT_FAILED
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": object_meta(job, names.launcher_name(job.name), app_labels(job)),
+        "spec": spec,
+    }
+
+
+def sync_scheduling_directives(existing_job: JSONDict, desired_template: JSONDict) -> JSONDict:
+    """A copy of an existing (suspended) launcher Job, ready to Update on resume (1.2 step 13.3-13.4).
+
+    Template labels and annotations: existing merged with desired (desired wins, extra keys kept);
+    ``nodeSelector``, ``tolerations``, ``schedulingGates``: replaced by the desired ones (removed if
+    unset there); ``spec.suspend: false``. Neither argument is changed; clearing ``status.startTime``
+    first is the caller's.
+    """
+    updated: JSONDict = json_copy(existing_job)
+    job_spec = updated["spec"] = updated.get("spec") or {}
+    template = job_spec["template"] = job_spec.get("template") or {}
+    meta = template["metadata"] = template.get("metadata") or {}
+    pod_spec = template["spec"] = template.get("spec") or {}
+    desired_meta = desired_template.get("metadata") or {}
+    desired_spec = desired_template.get("spec") or {}
+    for key in ("labels", "annotations"):
+        merged = {**(meta.get(key) or {}), **(desired_meta.get(key) or {})}
+        _set_or_drop(meta, key, merged)
+    for key in SCHEDULING_DIRECTIVES:
+        _set_or_drop(pod_spec, key, json_copy(desired_spec.get(key)))
+    job_spec["suspend"] = False
+    return updated
+
+
+def _set_or_drop(target: JSONDict, key: str, value: object) -> None:
+    """Set ``target[key]``, or remove it for an empty value (Go's omitempty)."""
+    if value:
+        target[key] = value
+    else:
+        target.pop(key, None)

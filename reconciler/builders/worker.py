@@ -1,0 +1,63 @@
+"""Worker Pods ``<job>-worker-<i>``: sshd servers the launcher reaches over SSH (controller.md 2.4)."""
+
+from __future__ import annotations
+
+from reconciler.builders.common import (
+    append_items,
+    controller_ref,
+    copy_template,
+    first_container,
+    pod_template_meta,
+    replica_restart_policy,
+    runs_launcher_as_worker,
+    set_host_identity,
+    set_pod_labels,
+    setup_ssh,
+)
+from reconciler.builders.podgroup import GangScheduling, decorate_pod_template
+from shared.api import constants as c
+from shared.api import names
+from shared.api.types import JSONDict, MPIJob
+
+
+def worker_dns_search(job: MPIJob) -> str:
+    """``<job>.<ns>.svc.cluster.local``: hard-coded ``cluster.local`` whatever ``--cluster-domain`` says."""
+    return f"{names.service_name(job.name)}.{job.namespace}.svc.cluster.local"
+
+
+def worker_replica_index(job: MPIJob, index: int) -> str:
+    """The replica-index label: ``i``, or ``i+1`` when the launcher takes index 0 as a worker."""
+    return str(index + 1 if runs_launcher_as_worker(job) else index)
+
+
+def build_worker(job: MPIJob, index: int, gang: GangScheduling | None = None) -> JSONDict:
+    """Pod ``<job>-worker-<index>`` from a copy of the Worker template, as upstream's ``newWorker``."""
+    name = names.worker_name(job.name, index)
+    template = copy_template(job, c.WORKER)
+    set_pod_labels(template, {
+        **names.role_selector(job.name, c.ROLE_WORKER),
+        c.LABEL_REPLICA_INDEX: worker_replica_index(job, index),
+    })
+    spec = template["spec"]
+    set_host_identity(spec, name, job.name)
+    spec["dnsConfig"] = spec.get("dnsConfig") or {}
+    append_items(spec["dnsConfig"], "searches", [worker_dns_search(job)])
+    spec["restartPolicy"] = replica_restart_policy(job, c.WORKER)
+    container = first_container(spec)
+    if not container.get("command") and not container.get("args"):
+        container["command"] = list(c.DEFAULT_WORKER_COMMAND)
+    append_items(container, "env", [{"name": c.ENV_JOB_ROLE, "value": c.ROLE_WORKER}])
+    setup_ssh(spec, job)
+    if gang is not None:
+        decorate_pod_template(template, job.name, gang)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": job.namespace,
+            **pod_template_meta(template),
+            "ownerReferences": [controller_ref(job)],
+        },
+        "spec": spec,
+    }

@@ -1,0 +1,90 @@
+"""What the reconciler caches of each resource: only the fields it reads (slim objects).
+
+Each ``slim_*`` returns None for objects the reconciler does not manage, which are then not cached at
+all; objects with our names that we do not control are found by the 409 of a create instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.resources import controller_of
+from reconciler.store import Store
+from shared.api import constants as c
+
+JSONDict = dict[str, Any]
+Slimmer = Callable[[JSONDict], JSONDict | None]
+_META_KEYS = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences", "creationTimestamp",
+              "deletionTimestamp")
+
+
+def _slim_meta(obj: JSONDict) -> JSONDict:
+    metadata = obj.get("metadata") or {}
+    return {key: metadata[key] for key in _META_KEYS if key in metadata}
+
+
+def _owned_by_mpijob(obj: JSONDict) -> bool:
+    ref = controller_of(obj)
+    return ref is not None and ref.get("kind") == c.KIND and str(ref.get("apiVersion", "")).startswith(c.GROUP + "/")
+
+
+def slim_pod(obj: JSONDict) -> JSONDict | None:
+    ref = controller_of(obj)
+    if ref is None or not (_owned_by_mpijob(obj) or ref.get("kind") == "Job"):
+        return None
+    status = obj.get("status") or {}
+    slim_status = {key: status[key] for key in ("phase", "reason", "message") if key in status}
+    ready = [cond for cond in status.get("conditions") or [] if cond.get("type") == "Ready"]
+    if ready:
+        slim_status["conditions"] = [{"type": "Ready", "status": ready[0].get("status")}]
+    return {"kind": "Pod", "metadata": _slim_meta(obj), "status": slim_status}
+
+
+def slim_job(obj: JSONDict) -> JSONDict | None:
+    if not _owned_by_mpijob(obj):
+        return None
+    status = obj.get("status") or {}
+    keep = ("conditions", "failed", "succeeded", "active", "startTime", "completionTime")
+    spec = {"suspend": bool((obj.get("spec") or {}).get("suspend"))}
+    return {"kind": "Job", "metadata": _slim_meta(obj), "spec": spec,
+            "status": {key: status[key] for key in keep if key in status}}
+
+
+def slim_service(obj: JSONDict) -> JSONDict | None:
+    if not _owned_by_mpijob(obj):
+        return None
+    spec = obj.get("spec") or {}
+    return {"kind": "Service", "metadata": _slim_meta(obj),
+            "spec": {key: spec[key] for key in ("selector", "publishNotReadyAddresses", "clusterIP") if key in spec}}
+
+
+def slim_config_map(obj: JSONDict) -> JSONDict | None:
+    if not _owned_by_mpijob(obj):
+        return None
+    return {"kind": "ConfigMap", "metadata": _slim_meta(obj), "data": dict(obj.get("data") or {})}
+
+
+def slim_secret(obj: JSONDict) -> JSONDict | None:
+    """Secrets keep their key names only: key material never sits in the cache."""
+    if not _owned_by_mpijob(obj):
+        return None
+    return {"kind": "Secret", "metadata": _slim_meta(obj), "type": obj.get("type", ""),
+            "data": dict.fromkeys(obj.get("data") or {}, "")}
+
+
+def slim_mpijob(obj: JSONDict) -> JSONDict | None:
+    return obj
+
+
+@dataclass
+class Caches:
+    """The stores the sync loop reads."""
+
+    mpijobs: Store = field(default_factory=Store)
+    pods: Store = field(default_factory=Store)
+    jobs: Store = field(default_factory=Store)
+    services: Store = field(default_factory=Store)
+    config_maps: Store = field(default_factory=Store)
+    secrets: Store = field(default_factory=Store)

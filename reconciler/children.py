@@ -1,0 +1,143 @@
+"""The job's Service, ConfigMap, SSH Secret and launcher Job: get from the cache, create or update.
+
+A create that answers 409 AlreadyExists (a cache that lags, a restarted reconciler) reads the object
+and goes on with it when the job controls it; an object we do not control is upstream's
+``ErrResourceExists``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler import builders
+from reconciler.caches import slim_job
+from reconciler.context import JobContext
+from reconciler.kube import ApiError
+from reconciler.resources import CONFIG_MAPS, JOBS, SECRETS, SERVICES, Resource, is_controlled_by, meta
+from reconciler.status import Event, phase
+from reconciler.store import Store
+from shared.api import constants as c
+from shared.api import names
+
+JSONDict = dict[str, Any]
+
+
+async def _get_or_create(ctx: JobContext, store: Store, resource: Resource, desired: JSONDict) -> tuple[JSONDict, bool]:
+    """The controlled object with ``desired``'s name, created if missing; True when just created."""
+    name = desired["metadata"]["name"]
+    existing = store.get(ctx.namespace, name)
+    created = False
+    if existing is None:
+        try:
+            existing, created = await ctx.cluster.create(resource, desired), True
+        except ApiError as error:
+            if not error.already_exists:
+                raise
+            existing = await ctx.cluster.get(resource, ctx.namespace, name)
+    if not is_controlled_by(existing, ctx.uid):
+        raise await ctx.not_ours(name, str(existing.get("kind", "")) if not created else resource.kind)
+    return existing, created
+
+
+async def find_launcher(ctx: JobContext, first_sync: bool) -> JSONDict | None:
+    """The launcher Job, or None. The cache holds only Jobs an MPIJob controls, so on a job's first sync a
+    miss is checked with a GET: a foreign Job with the launcher's name must stop us before any worker starts."""
+    name = names.launcher_name(ctx.name)
+    launcher = ctx.caches.jobs.get(ctx.namespace, name)
+    if launcher is None and first_sync:
+        try:
+            launcher = await ctx.cluster.get(JOBS, ctx.namespace, name)
+        except ApiError as error:
+            if not error.not_found:
+                raise
+    if launcher is not None and not is_controlled_by(launcher, ctx.uid):
+        raise await ctx.not_ours(meta(launcher)["name"], str(launcher.get("kind", "")))
+    return slim_job(launcher) if launcher is not None else None
+
+
+async def ensure_service(ctx: JobContext) -> None:
+    desired = builders.build_service(ctx.job)
+    existing, created = await _get_or_create(ctx, ctx.caches.services, SERVICES, desired)
+    wanted = {key: desired["spec"].get(key) for key in ("selector", "publishNotReadyAddresses")}
+    have = {key: (existing.get("spec") or {}).get(key) for key in wanted}
+    differs = bool(have["publishNotReadyAddresses"]) != bool(wanted["publishNotReadyAddresses"]) or (
+        have["selector"] != wanted["selector"])
+    if not created and differs:
+        patch = {"metadata": {"resourceVersion": meta(existing)["resourceVersion"]}, "spec": wanted}
+        await ctx.cluster.patch(SERVICES, ctx.namespace, meta(existing)["name"], patch)
+
+
+def running_workers(ctx: JobContext) -> list[JSONDict]:
+    """Worker pods (of any index) in phase Running: what ``discover_hosts.sh`` lists."""
+    selector = names.role_selector(ctx.name, c.ROLE_WORKER)
+    return [p for p in ctx.caches.pods.select(ctx.namespace, selector)
+            if phase(p) == "Running" and is_controlled_by(p, ctx.uid)]
+
+
+async def ensure_config_map(ctx: JobContext) -> None:
+    desired = builders.build_config_map(ctx.job, ctx.settings.cluster_domain, running_workers(ctx))
+    existing, created = await _get_or_create(ctx, ctx.caches.config_maps, CONFIG_MAPS, desired)
+    if not created and existing.get("data") != desired["data"]:
+        removed: dict[str, Any] = {key: None for key in existing.get("data") or {} if key not in desired["data"]}
+        data = {**removed, **desired["data"]}
+        patch = {"metadata": {"resourceVersion": meta(existing)["resourceVersion"]}, "data": data}
+        await ctx.cluster.patch(CONFIG_MAPS, ctx.namespace, meta(existing)["name"], patch)
+
+
+async def ensure_secret(ctx: JobContext) -> None:
+    """The SSH Secret; its key is generated once and only replaced when the Secret lost a key."""
+    existing = ctx.caches.secrets.get(ctx.namespace, names.ssh_secret_name(ctx.name))
+    if existing is not None and is_controlled_by(existing, ctx.uid) and set(existing.get("data") or {}) == {
+            c.SSH_PRIVATE_KEY, c.SSH_PUBLIC_KEY}:
+        return
+    desired = builders.build_ssh_secret(ctx.job, ctx.keygen())
+    existing, created = await _get_or_create(ctx, ctx.caches.secrets, SECRETS, desired)
+    if not created and set(existing.get("data") or {}) != set(desired["data"]):
+        patch = {"metadata": {"resourceVersion": meta(existing)["resourceVersion"]}, "data": desired["data"]}
+        await ctx.cluster.patch(SECRETS, ctx.namespace, meta(existing)["name"], patch)
+
+
+async def _restart_policy_event(ctx: JobContext) -> None:
+    if builders.template_overrides_restart_policy(ctx.job):
+        await ctx.event(Event("Warning", c.REASON_SET_POD_TEMPLATE_RESTART_POLICY,
+                              "Restart policy in pod template overridden by restart policy in replica spec"))
+
+
+async def create_launcher(ctx: JobContext) -> JSONDict:
+    await _restart_policy_event(ctx)
+    desired = builders.build_launcher_job(ctx.job, ctx.settings.gang)
+    try:
+        launcher, _ = await _get_or_create(ctx, ctx.caches.jobs, JOBS, desired)
+    except ApiError as error:
+        await ctx.event(Event("Warning", c.REASON_FAILED, f"launcher pod created failed: {error}"))
+        raise
+    return slim_job(launcher) or launcher
+
+
+async def sync_launcher_suspension(ctx: JobContext, launcher: JSONDict) -> JSONDict:
+    """Suspend the launcher Job with the MPIJob, or resume it with the template's scheduling directives."""
+    job_suspended = bool((launcher.get("spec") or {}).get("suspend"))
+    name = meta(launcher)["name"]
+    if ctx.suspended and not job_suspended:
+        patched = await ctx.cluster.patch(JOBS, ctx.namespace, name, {"spec": {"suspend": True}})
+        return slim_job(patched) or launcher
+    if job_suspended and not ctx.suspended:
+        current = await ctx.cluster.get(JOBS, ctx.namespace, name)
+        if (current.get("status") or {}).get("startTime"):
+            # The Job API allows template changes only while status.startTime is unset.
+            current = {**current, "status": {k: v for k, v in current["status"].items() if k != "startTime"}}
+            current = await ctx.cluster.replace_status(JOBS, current)
+        await _restart_policy_event(ctx)
+        desired_template = builders.build_launcher_pod_template(ctx.job, ctx.settings.gang)
+        updated = await ctx.cluster.replace(JOBS, builders.sync_scheduling_directives(current, desired_template))
+        return slim_job(updated) or launcher
+    return launcher
+
+
+def launcher_pods(ctx: JobContext, launcher: JSONDict | None) -> list[JSONDict]:
+    """Pods of the launcher Job (label selected, controlled by the Job)."""
+    if launcher is None:
+        return []
+    selector = names.role_selector(ctx.name, c.ROLE_LAUNCHER)
+    uid = meta(launcher).get("uid", "")
+    return [p for p in ctx.caches.pods.select(ctx.namespace, selector) if is_controlled_by(p, uid)]

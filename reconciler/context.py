@@ -1,0 +1,89 @@
+"""Everything one sync of one MPIJob needs, and the facts about the job it asks most often."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.builders import GangScheduling
+from reconciler.caches import Caches
+from reconciler.cluster import Cluster
+from reconciler.expectations import Expectations
+from reconciler.kube import ApiError
+from reconciler.sshkeys import SSHKeyPair
+from reconciler.status import Event
+from shared.api import MPIJob
+from shared.api import constants as c
+
+JSONDict = dict[str, Any]
+logger = logging.getLogger("reconciler")
+
+
+@dataclass(frozen=True)
+class Settings:
+    cluster_domain: str = ""
+    gang: GangScheduling | None = None
+    max_concurrent_writes: int = 64
+
+
+class ResourceExistsError(Exception):
+    """An object with one of the job's names exists and is not controlled by the job."""
+
+
+@dataclass
+class JobContext:
+    job: MPIJob  # defaulted and validated
+    cached: JSONDict  # the MPIJob as the cache holds it: never mutated
+    caches: Caches
+    cluster: Cluster
+    settings: Settings
+    keygen: Callable[[], SSHKeyPair]
+    now: str
+    expectations: Expectations = field(default_factory=Expectations)
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    @property
+    def namespace(self) -> str:
+        return self.job.namespace
+
+    @property
+    def uid(self) -> str:
+        return str(self.job.metadata.get("uid", ""))
+
+    @property
+    def suspended(self) -> bool:
+        run_policy = self.job.spec.run_policy if self.job.spec else None
+        return bool(run_policy and run_policy.suspend)
+
+    @property
+    def clean_pod_policy(self) -> str:
+        run_policy = self.job.spec.run_policy if self.job.spec else None
+        return (run_policy.clean_pod_policy if run_policy else None) or c.CLEAN_POD_POLICY_NONE
+
+    @property
+    def launcher_at_startup(self) -> bool:
+        policy = self.job.spec.launcher_creation_policy if self.job.spec else None
+        return policy == c.LAUNCHER_AT_STARTUP
+
+    @property
+    def worker_replicas(self) -> int:
+        worker = self.job.replica_spec(c.WORKER)
+        return worker.replicas or 0 if worker else 0
+
+    async def event(self, event: Event) -> None:
+        """Record an event on the MPIJob now (best effort)."""
+        try:
+            await self.cluster.record_event(self.cached, event, self.now)
+        except ApiError as error:
+            logger.warning("event not recorded", extra={"kv": {"reason": event.reason, "error": str(error)}})
+
+    async def not_ours(self, name: str, kind: str) -> ResourceExistsError:
+        """Report an object we do not control (upstream's ErrResourceExists) and return the error to raise."""
+        message = f'Resource "{name}" of Kind "{kind}" already exists and is not managed by MPIJob'
+        await self.event(Event("Warning", c.REASON_RESOURCE_EXISTS, message))
+        return ResourceExistsError(message)

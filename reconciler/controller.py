@@ -1,0 +1,140 @@
+"""The controller: informers feed the caches and the work queue; workers run ``Reconciler.sync``.
+
+Child events map to the owning MPIJob (launcher Pod -> Job -> MPIJob). Outcomes: success forgets
+the key's backoff; a conflict is requeued quietly; anything else is requeued with rate limiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from reconciler import caches as slim
+from reconciler.caches import Caches
+from reconciler.context import ResourceExistsError
+from reconciler.informer import Informer
+from reconciler.kube import ApiError, KubeClient
+from reconciler.resources import CONFIG_MAPS, JOBS, MPIJOBS, PODS, SECRETS, SERVICES, Resource, controller_of, meta
+from reconciler.store import Store
+from reconciler.sync import Reconciler
+from reconciler.workqueue import WorkQueue
+from shared.api import constants as c
+
+JSONDict = dict[str, Any]
+logger = logging.getLogger("reconciler")
+POD_SELECTOR = f"{c.LABEL_OPERATOR_NAME}={c.OPERATOR_NAME}"
+CHILD_SELECTOR = "app"  # upstream labels its Service, ConfigMap, Secret and Job with app=<job>
+
+
+class Controller:
+    def __init__(self, client: KubeClient, reconciler: Reconciler, queue: WorkQueue, *, namespace: str = "",
+                 threadiness: int = 2) -> None:
+        self.client, self.reconciler, self.queue = client, reconciler, queue
+        self.namespace, self.threadiness = namespace, threadiness
+        caches: Caches = reconciler.caches
+        self.informers = [
+            self._informer(MPIJOBS, caches, "mpijobs", slim.slim_mpijob, self._on_mpijob),
+            self._informer(PODS, caches, "pods", slim.slim_pod, self._on_child, POD_SELECTOR),
+            self._informer(JOBS, caches, "jobs", slim.slim_job, self._on_child, CHILD_SELECTOR),
+            self._informer(SERVICES, caches, "services", slim.slim_service, self._on_child, CHILD_SELECTOR),
+            self._informer(CONFIG_MAPS, caches, "config_maps", slim.slim_config_map, self._on_child, CHILD_SELECTOR),
+            self._informer(SECRETS, caches, "secrets", slim.slim_secret, self._on_child, CHILD_SELECTOR),
+        ]
+
+    def _informer(self, resource: Resource, caches: Caches, attr: str, slimmer: slim.Slimmer,
+                  handler: Any, selector: str = "") -> Informer:
+        informer = Informer(self.client, resource, slim=slimmer, on_change=handler, namespace=self.namespace,
+                            label_selector=selector)
+        setattr(caches, attr, informer.store)  # the sync loop reads the informer's own store
+        return informer
+
+    @property
+    def jobs(self) -> Store:
+        return self.reconciler.caches.jobs
+
+    def _on_mpijob(self, old: JSONDict | None, new: JSONDict | None) -> None:
+        if new is None:
+            return
+        if old is not None and meta(old).get("resourceVersion") == meta(new).get("resourceVersion"):
+            return
+        self.queue.add(f"{meta(new).get('namespace', '')}/{meta(new)['name']}")
+
+    def _on_child(self, old: JSONDict | None, new: JSONDict | None) -> None:
+        obj = new if new is not None else old
+        if obj is None or (old is not None and new is not None and _same(old, new)):
+            return
+        ref = controller_of(obj)
+        namespace = meta(obj).get("namespace", "")
+        if ref is not None and ref.get("kind") == "Job":  # a launcher pod: its Job leads to the MPIJob
+            launcher = self.jobs.get(namespace, str(ref.get("name")))
+            ref = controller_of(launcher) if launcher is not None else None
+        if ref is None or ref.get("kind") != c.KIND or not str(ref.get("apiVersion", "")).startswith(c.GROUP + "/"):
+            return
+        if self.reconciler.caches.mpijobs.get(namespace, str(ref.get("name"))) is not None:
+            self.queue.add(f"{namespace}/{ref.get('name')}")
+
+    async def wait_for_sync(self) -> None:
+        await asyncio.gather(*(informer.synced.wait() for informer in self.informers))
+
+    async def run(self) -> None:
+        """Watch, sync the caches, then process keys until cancelled (a fatal watch error propagates)."""
+        tasks = [asyncio.create_task(informer.run(), name=f"informer-{informer.resource.plural}")
+                 for informer in self.informers]
+        try:
+            synced = asyncio.create_task(self.wait_for_sync())
+            done, _ = await asyncio.wait([synced, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            if synced not in done:
+                synced.cancel()
+                for task in done:
+                    task.result()  # raises the informer's fatal error
+            logger.info("caches synced", extra={"kv": {"mpijobs": len(self.reconciler.caches.mpijobs),
+                                                        "pods": len(self.reconciler.caches.pods)}})
+            workers = [asyncio.create_task(self._worker(), name=f"worker-{i}") for i in range(self.threadiness)]
+            await asyncio.gather(*tasks, *workers)
+        finally:
+            for task in tasks:
+                task.cancel()
+            self.queue.shutdown()
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                await self.process(key)
+            finally:
+                self.queue.done(key)
+
+    async def process(self, key: str) -> None:
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            outcome = await self.reconciler.sync(key)
+            self.queue.forget(key)
+        except ApiError as error:
+            outcome = "conflict" if error.conflict else "api_error"
+            if error.conflict:
+                self.queue.add_after(key, 0.05)
+            else:
+                self.queue.add_rate_limited(key)
+            logger.info("sync requeued", extra={"kv": {"key": key, "error": str(error)}})
+        except ResourceExistsError as error:
+            outcome = "resource_exists"
+            self.queue.add_rate_limited(key)
+            logger.warning("sync blocked", extra={"kv": {"key": key, "error": str(error)}})
+        except Exception:
+            self.queue.add_rate_limited(key)
+            logger.exception("error syncing", extra={"kv": {"key": key}})
+        finally:
+            logger.info("sync", extra={"kv": {"key": key, "outcome": outcome,
+                                              "duration_ms": round((time.perf_counter() - started) * 1e3, 1)}})
+
+
+def _same(old: JSONDict, new: JSONDict) -> bool:
+    """True when a child changed nothing but its resourceVersion (or nothing at all)."""
+    if meta(old).get("resourceVersion") == meta(new).get("resourceVersion"):
+        return True
+    strip = ("resourceVersion",)
+    return {**old, "metadata": {k: v for k, v in meta(old).items() if k not in strip}} == {
+        **new, "metadata": {k: v for k, v in meta(new).items() if k not in strip}}

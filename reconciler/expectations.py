@@ -1,0 +1,33 @@
+"""Objects the reconciler created and its caches have not shown yet.
+
+Without this, a sync that runs before the watch delivers the pods it just created would try to
+create them again (a 409 and a GET each). Expectations expire, so an object deleted before it was
+ever observed cannot block its re-creation for long.
+"""
+
+from __future__ import annotations
+
+import time
+
+TTL_SECONDS = 60.0
+
+
+class Expectations:
+    def __init__(self, ttl: float = TTL_SECONDS) -> None:
+        self.ttl = ttl
+        self._pending: dict[tuple[str, str], float] = {}
+
+    def created(self, namespace: str, name: str) -> None:
+        self._pending[(namespace, name)] = time.monotonic() + self.ttl
+
+    def observed(self, namespace: str, name: str) -> None:
+        self._pending.pop((namespace, name), None)
+
+    def pending(self, namespace: str, name: str) -> bool:
+        deadline = self._pending.get((namespace, name))
+        if deadline is None:
+            return False
+        if deadline < time.monotonic():
+            del self._pending[(namespace, name)]
+            return False
+        return True

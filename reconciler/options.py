@@ -1,0 +1,118 @@
+"""Command-line options, with upstream's flag names and defaults (Go style: ``-x`` and ``--x`` both work)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# klog flags upstream deployments pass (e.g. -alsologtostderr): accepted and ignored.
+_KLOG_BOOL = ("alsologtostderr", "logtostderr", "skip_headers", "skip_log_headers", "add_dir_header", "one_output",
+              "legacy_stderr_threshold_behavior")
+_KLOG_VALUE = ("v", "vmodule", "log_dir", "log_file", "log_file_max_size", "stderrthreshold", "log_backtrace_at")
+
+
+@dataclass(frozen=True)
+class Options:
+    master: str
+    kubeconfig: str
+    namespace: str
+    threadiness: int
+    version: bool
+    monitoring_port: int
+    health_port: int
+    gang_scheduling: str
+    lock_namespace: str
+    leader_elect: bool
+    kube_api_qps: float
+    kube_api_burst: int
+    queue_rate_limit: float
+    queue_burst: int
+    cluster_domain: str
+    max_concurrent_writes: int
+    log_level: str
+    log_format: str
+
+
+class OptionsError(ValueError):
+    """A setting that cannot work, with a message for the user."""
+
+
+def _flag(parser: argparse.ArgumentParser, name: str, **kwargs: object) -> None:
+    parser.add_argument(f"--{name}", f"-{name}", **kwargs)  # type: ignore[arg-type]
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("1", "t", "true", "yes"):
+        return True
+    if text.lower() in ("0", "f", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m reconciler", description="The MPIJob reconciler.",
+                                     allow_abbrev=False)
+    _flag(parser, "master", default="", help="API server address; overrides the kubeconfig")
+    _flag(parser, "kubeConfig", dest="kubeconfig", default="", help="kubeconfig path (env KUBECONFIG overrides it)")
+    _flag(parser, "namespace", default=os.environ.get("KUBEFLOW_NAMESPACE", ""),
+          help="namespace to watch (default: env KUBEFLOW_NAMESPACE; empty: all namespaces)")
+    _flag(parser, "threadiness", type=int, default=2, help="concurrent syncs (default 2)")
+    _flag(parser, "version", action="store_true", help="print the version and exit")
+    _flag(parser, "monitoring-port", dest="monitoring_port", type=int, default=0, help="/metrics port (0: off)")
+    _flag(parser, "health-port", dest="health_port", type=int, default=8080, help="/healthz port (0: off)")
+    _flag(parser, "gang-scheduling", dest="gang_scheduling", default="",
+          help="'volcano', or a scheduler-plugins scheduler name (empty: no gang scheduling)")
+    _flag(parser, "lock-namespace", dest="lock_namespace", default="mpi-operator", help="namespace of the Lease")
+    _flag(parser, "leader-elect", dest="leader_elect", type=_bool, default=True, nargs="?", const=True,
+          help="hold the mpi-operator Lease before reconciling (default true)")
+    _flag(parser, "kube-api-qps", dest="kube_api_qps", type=float, default=5.0, help="client QPS (default 5)")
+    _flag(parser, "kube-api-burst", dest="kube_api_burst", type=int, default=10, help="client burst (default 10)")
+    _flag(parser, "controller-queue-rate-limit", dest="queue_rate_limit", type=float, default=10.0,
+          help="work queue retry rate (default 10)")
+    _flag(parser, "controller-queue-burst", dest="queue_burst", type=int, default=100, help="work queue burst")
+    _flag(parser, "cluster-domain", dest="cluster_domain", default="", help="appended to hostfile entries")
+    _flag(parser, "max-concurrent-writes", dest="max_concurrent_writes", type=int, default=64,
+          help="API writes in flight at once for one job, e.g. worker creates (default 64)")
+    _flag(parser, "log-level", dest="log_level", default="info", choices=["debug", "info", "warning", "error"])
+    _flag(parser, "log-format", dest="log_format", default="logfmt", choices=["logfmt", "json"])
+    for name in _KLOG_BOOL:
+        _flag(parser, name, type=_bool, nargs="?", const=True, default=None, help=argparse.SUPPRESS)
+    for name in _KLOG_VALUE:
+        _flag(parser, name, default=None, help=argparse.SUPPRESS)
+    return parser
+
+
+def parse_options(argv: Sequence[str] | None = None) -> Options:
+    args = build_parser().parse_args(argv)
+    kubeconfig = os.environ.get("KUBECONFIG") or args.kubeconfig
+    options = Options(
+        master=args.master, kubeconfig=kubeconfig, namespace=args.namespace, threadiness=args.threadiness,
+        version=args.version, monitoring_port=args.monitoring_port, health_port=args.health_port,
+        gang_scheduling=args.gang_scheduling, lock_namespace=args.lock_namespace, leader_elect=args.leader_elect,
+        kube_api_qps=args.kube_api_qps, kube_api_burst=args.kube_api_burst, queue_rate_limit=args.queue_rate_limit,
+        queue_burst=args.queue_burst, cluster_domain=args.cluster_domain,
+        max_concurrent_writes=args.max_concurrent_writes, log_level=args.log_level, log_format=args.log_format,
+    )
+    check(options)
+    return options
+
+
+def check(options: Options) -> None:
+    problems = []
+    if options.threadiness < 1:
+        problems.append(f"--threadiness must be at least 1, got {options.threadiness}")
+    for name, port in (("--monitoring-port", options.monitoring_port), ("--health-port", options.health_port)):
+        if not 0 <= port <= 65535:
+            problems.append(f"{name} must be a port from 0 to 65535, got {port}")
+    if options.kube_api_qps <= 0 or options.kube_api_burst < 1:
+        problems.append("--kube-api-qps must be positive and --kube-api-burst at least 1")
+    if options.queue_rate_limit <= 0 or options.queue_burst < 1:
+        problems.append("--controller-queue-rate-limit must be positive and --controller-queue-burst at least 1")
+    if options.max_concurrent_writes < 1:
+        problems.append("--max-concurrent-writes must be at least 1")
+    if options.cluster_domain.startswith(".") or " " in options.cluster_domain:
+        problems.append(f"--cluster-domain must be a DNS domain like cluster.local, got {options.cluster_domain!r}")
+    if problems:
+        raise OptionsError("; ".join(problems))

@@ -1,0 +1,124 @@
+"""One MPIJob's reconcile, in upstream's order (spec/controller.md section 1.2).
+
+``Reconciler.sync`` reads like a table of contents; the steps live in ``children.py`` (Service,
+ConfigMap, Secret, launcher) and ``workers.py``. It reads only from the caches, writes through the
+``Cluster`` seam, writes the status at most once and only when it changed, and emits the events of
+a status change only after that write succeeded.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler import children, workers
+from reconciler.caches import Caches
+from reconciler.cluster import Cluster
+from reconciler.context import JobContext, Settings
+from reconciler.expectations import Expectations
+from reconciler.metrics import OperatorMetrics
+from reconciler.resources import MPIJOBS
+from reconciler.sshkeys import SSHKeyPair
+from reconciler.status import Event, Observed, compute_status, is_finished, launcher_done, set_condition, truncate
+from shared.api import MPIJob, aggregate, validate, with_defaults
+from shared.api import constants as c
+
+JSONDict = dict[str, Any]
+logger = logging.getLogger("reconciler")
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Reconciler:
+    caches: Caches
+    cluster: Cluster
+    settings: Settings
+    metrics: OperatorMetrics
+    keygen: Callable[[], SSHKeyPair]
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    expectations: Expectations = field(default_factory=Expectations)
+
+    async def sync(self, key: str) -> str:
+        """Reconcile the MPIJob ``namespace/name``; returns what happened, raises to be retried."""
+        parts = key.split("/")
+        if len(parts) != 2:
+            return "invalid key"
+        cached = self.caches.mpijobs.get(parts[0], parts[1])
+        if cached is None:
+            return "not found"
+        job = with_defaults(MPIJob.model_validate(cached))
+        run_policy = job.spec.run_policy if job.spec else None
+        if run_policy and run_policy.managed_by is not None and run_policy.managed_by != c.MANAGED_BY_MPI_OPERATOR:
+            return "managed by " + run_policy.managed_by
+        if job.metadata.get("deletionTimestamp"):
+            return "deleting"
+        errors = validate(job)
+        if errors:
+            await self._emit(cached, [Event("Warning", c.REASON_VALIDATION_ERROR,
+                                            truncate(f"Found validation errors: {aggregate(errors)}"))])
+            return "invalid"
+        ctx = JobContext(job, cached, self.caches, self.cluster, self.settings, self.keygen, rfc3339(self.clock()),
+                         self.expectations)
+        return await self._reconcile(ctx)
+
+    async def _reconcile(self, ctx: JobContext) -> str:
+        before = cached_status = ctx.cached.get("status") or {}
+        status = copy.deepcopy(cached_status)
+        events: list[Event] = []
+        if not status.get("conditions"):
+            message = f"MPIJob {ctx.namespace}/{ctx.name} is created."
+            set_condition(status, c.CONDITION_CREATED, c.CONDITION_TRUE, c.REASON_CREATED, message, ctx.now)
+            events.append(Event("Normal", c.REASON_CREATED, message))
+        if is_finished(status) and status.get("completionTime"):
+            if ctx.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING):
+                await workers.clean_up(ctx)
+                status.setdefault("replicaStatuses", {})[c.WORKER] = {}
+            await self._write_status(ctx, before, status, events)
+            return "finished"
+        if not status.get("startTime") and not ctx.suspended:
+            status["startTime"] = ctx.now
+        launcher = await children.find_launcher(ctx, first_sync=not cached_status.get("conditions"))
+        worker_pods: list[JSONDict] = []
+        if not launcher_done(launcher):
+            await children.ensure_service(ctx)
+            await children.ensure_config_map(ctx)
+            await children.ensure_secret(ctx)
+            if not ctx.suspended:
+                worker_pods = await workers.ensure_workers(ctx)
+            if launcher is None and (ctx.launcher_at_startup or workers.all_ready(worker_pods)):
+                launcher = await children.create_launcher(ctx)
+        if launcher is not None:
+            launcher = await children.sync_launcher_suspension(ctx, launcher)
+        if ctx.suspended:
+            await workers.clean_up(ctx)
+        seen = Observed(launcher, children.launcher_pods(ctx, launcher), worker_pods, ctx.suspended)
+        status, update = compute_status(ctx.namespace, ctx.name, status, seen, ctx.now)
+        await self._write_status(ctx, before, status, events + update.events)
+        if launcher is not None:
+            self.metrics.job_info.labels(launcher["metadata"]["name"], ctx.namespace).set(1)
+        self.metrics.count(update)
+        return "synced"
+
+    async def _write_status(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event]) -> None:
+        """One status write, only on change, with the resourceVersion read (a conflict is retried)."""
+        if status != before:
+            body = {**ctx.cached, "status": status}
+            await self.cluster.replace_status(MPIJOBS, body)
+            if any(e.reason == c.REASON_CREATED for e in events):
+                self.metrics.jobs_created.inc()
+        await self._emit(ctx.cached, events)
+
+    async def _emit(self, involved: JSONDict, events: list[Event]) -> None:
+        now = rfc3339(self.clock())
+        for event in events:
+            try:
+                await self.cluster.record_event(involved, event, now)
+            except Exception as error:  # an event is best effort: never fail a sync for it
+                logger.warning("event not recorded", extra={"kv": {"reason": event.reason, "error": str(error)}})

@@ -1,0 +1,88 @@
+"""A work queue of ``namespace/name`` keys, like client-go's rate-limited queue.
+
+A key is queued at most once and is never handed to two workers at once: a key added while it is
+being processed is processed again afterwards. Retries wait the larger of a per-key exponential
+backoff and a global token bucket. Watch events use plain ``add`` so that a burst of pod events
+costs one sync, not one token each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from reconciler.ratelimit import TokenBucket
+
+
+class WorkQueue:
+    def __init__(self, rate: float = 10.0, burst: int = 100, base_delay: float = 0.005, max_delay: float = 1000.0):
+        self._queue: deque[str] = deque()
+        self._dirty: set[str] = set()
+        self._processing: set[str] = set()
+        self._failures: dict[str, int] = {}
+        self._ready = asyncio.Condition()
+        self._bucket = TokenBucket(rate, burst)
+        self.base_delay, self.max_delay = base_delay, max_delay
+        self._timers: set[asyncio.TimerHandle] = set()
+
+    def add(self, key: str) -> None:
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._queue.append(key)
+            asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
+        async with self._ready:
+            self._ready.notify()
+
+    def when(self, key: str) -> float:
+        """The delay before retrying ``key``, counting this failure."""
+        failures = self._failures.get(key, 0)
+        self._failures[key] = failures + 1
+        backoff: float = min(self.base_delay * 2.0**failures, self.max_delay)
+        return max(backoff, self._bucket.reserve())
+
+    def add_rate_limited(self, key: str) -> None:
+        self.add_after(key, self.when(key))
+
+    def add_after(self, key: str, delay: float) -> None:
+        if delay <= 0:
+            self.add(key)
+            return
+        loop = asyncio.get_running_loop()
+        handle = loop.call_later(delay, self._fire, key)
+        self._timers.add(handle)
+
+    def _fire(self, key: str) -> None:
+        self._timers = {t for t in self._timers if not t.cancelled() and t.when() > asyncio.get_running_loop().time()}
+        self.add(key)
+
+    def forget(self, key: str) -> None:
+        self._failures.pop(key, None)
+
+    def retries(self, key: str) -> int:
+        return self._failures.get(key, 0)
+
+    async def get(self) -> str:
+        async with self._ready:
+            await self._ready.wait_for(lambda: bool(self._queue))
+            key = self._queue.popleft()
+        self._processing.add(key)
+        self._dirty.discard(key)
+        return key
+
+    def done(self, key: str) -> None:
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._queue.append(key)
+            asyncio.get_running_loop().create_task(self._notify())
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def shutdown(self) -> None:
+        for handle in self._timers:
+            handle.cancel()
+        self._timers.clear()

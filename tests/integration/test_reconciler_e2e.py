@@ -1,0 +1,248 @@
+"""MPIJobs run to completion on the real control plane with our reconciler (controller.md 6.3, 6.4).
+
+The real Job controller runs the launcher Job; kwok makes pods Running, Ready, Succeeded or Failed
+(tests/kwok/stages). Every wait has a deadline; absence is checked after a later event proves the
+reconciler has moved on.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from tests.harness import LocalCluster
+from tests.harness.wait import wait_for
+from tests.integration.mpijobs import Jobs, mpijob, until
+from tests.integration.operator_fixtures import ReconcilerControl
+
+HANG = {"test.mpijob/outcome": "hang"}
+LAUNCHER_ENV = {
+    "OpenMPI": [
+        {"name": "K_MPI_JOB_ROLE", "value": "launcher"},
+        {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
+        {"name": "OMPI_MCA_orte_default_hostfile", "value": "/etc/mpi/hostfile"},
+        {"name": "OMPI_MCA_plm_rsh_args", "value": "-o ConnectionAttempts=10"},
+        {"name": "OMPI_MCA_orte_set_default_slots", "value": "1"},
+        {"name": "NVIDIA_VISIBLE_DEVICES"}, {"name": "NVIDIA_DRIVER_CAPABILITIES"}],
+    "Intel": [
+        {"name": "K_MPI_JOB_ROLE", "value": "launcher"},
+        {"name": "I_MPI_HYDRA_HOST_FILE", "value": "/etc/mpi/hostfile"},
+        {"name": "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", "value": "-o ConnectionAttempts=10"},
+        {"name": "I_MPI_PERHOST", "value": "1"},
+        {"name": "NVIDIA_VISIBLE_DEVICES"}, {"name": "NVIDIA_DRIVER_CAPABILITIES"}],
+    "MPICH": [
+        {"name": "K_MPI_JOB_ROLE", "value": "launcher"},
+        {"name": "HYDRA_HOST_FILE", "value": "/etc/mpi/hostfile"},
+        {"name": "HYDRA_LAUNCH_EXTRA_ARGS", "value": "-o ConnectionAttempts=10"},
+        {"name": "NVIDIA_VISIBLE_DEVICES"}, {"name": "NVIDIA_DRIVER_CAPABILITIES"}],
+}
+
+
+def hostfile(job: str, ns: str, workers: int, implementation: str, launcher: bool = False) -> str:
+    hosts = ([f"{job}-launcher"] if launcher else []) + [f"{job}-worker-{i}" for i in range(workers)]
+    sep = " slots=" if implementation == "OpenMPI" else ":"
+    return "".join(f"{h}.{job}.{ns}.svc{sep}1\n" for h in hosts)
+
+
+@pytest.fixture
+def jobs(cluster: LocalCluster, namespace: str, reconciler: ReconcilerControl) -> Jobs:
+    return Jobs(cluster, namespace)
+
+
+@pytest.mark.parametrize("implementation", ["OpenMPI", "Intel", "MPICH"])
+def test_mpijob_succeeds(jobs: Jobs, implementation: str) -> None:
+    jobs.create(mpijob("pi", 2, mpiImplementation=implementation))
+    jobs.wait_condition("pi", "Created")
+    config = jobs.object("configmaps", "pi-config")
+    assert config is not None
+    assert config["data"]["hostfile"] == hostfile("pi", jobs.ns, 2, implementation)
+    launcher = jobs.wait_launcher("pi")
+    container = launcher["spec"]["template"]["spec"]["containers"][0]
+    assert container["env"] == LAUNCHER_ENV[implementation]
+    assert launcher["spec"]["podReplacementPolicy"] == "Failed"
+    secret = jobs.object("secrets", "pi-ssh")
+    assert secret is not None
+    assert secret["type"] == "kubernetes.io/ssh-auth"
+    assert base64.b64decode(secret["data"]["ssh-privatekey"]).startswith(b"-----BEGIN EC PRIVATE KEY-----")
+    assert base64.b64decode(secret["data"]["ssh-publickey"]).startswith(b"ecdsa-sha2-nistp521 ")
+    service = jobs.object("services", "pi")
+    assert service is not None
+    assert service["spec"]["clusterIP"] == "None"
+    jobs.wait_condition("pi", "Succeeded", timeout=90)
+    job = jobs.get("pi")
+    assert job["status"]["replicaStatuses"] == {"Launcher": {"succeeded": 1}, "Worker": {}}
+    assert job["status"]["completionTime"] >= job["status"]["startTime"]
+    assert [c["type"] for c in job["status"]["conditions"]] == ["Created", "Running", "Succeeded"]
+    assert jobs.wait_condition("pi", "Running", "False")["status"] == "False"
+    jobs.wait_workers("pi", 0)  # cleanPodPolicy Running
+    reasons = [e["reason"] for e in jobs.events("pi")]
+    assert reasons == ["MPIJobCreated", "MPIJobRunning", "MPIJobSucceeded"], reasons
+
+
+def test_launcher_failure_fails_the_job_with_the_pod_reason(jobs: Jobs) -> None:
+    failing = {"test.mpijob/outcome": "fail"}
+    annotations = {"test.mpijob/pod-reason": "OOMKilled", "test.mpijob/pod-message": "out of memory",
+                   "test.mpijob/exit-code": "137"}
+    jobs.create(mpijob("pi", 1, launcher_labels=failing, launcher_annotations=annotations,
+                       runPolicy={"cleanPodPolicy": "All", "backoffLimit": 0}))
+    failed = jobs.wait_condition("pi", "Failed", timeout=90)
+    assert failed["reason"] == "BackoffLimitExceeded/OOMKilled"
+    assert failed["message"] == "Job has reached the specified backoff limit: out of memory"
+    status = jobs.get("pi")["status"]
+    assert status["replicaStatuses"]["Launcher"] == {"failed": 1}
+    assert status["completionTime"]
+    jobs.wait_workers("pi", 0)
+    assert [e["reason"] for e in jobs.events("pi")][-1] == "BackoffLimitExceeded/OOMKilled"
+
+
+def test_wait_for_workers_ready(jobs: Jobs, cluster: LocalCluster) -> None:
+    nodes = [n["metadata"]["name"] for n in cluster.rest.get("/api/v1/nodes")["items"]]
+    for node in nodes:
+        cluster.kubectl("cordon", node, check=True)
+    try:
+        jobs.create(mpijob("pi", 2, launcherCreationPolicy="WaitForWorkersReady"))
+        jobs.wait_workers("pi", 2, "Pending")
+        wait_for(lambda: (jobs.get("pi").get("status") or {}).get("replicaStatuses") == {"Worker": {}},
+                 timeout=30, what="a status without a Launcher entry")
+        assert jobs.launcher("pi") is None
+    finally:
+        for node in nodes:
+            cluster.kubectl("uncordon", node, check=True)
+    launcher = jobs.wait_launcher("pi")
+    ready_times = [next(c["lastTransitionTime"] for c in p["status"]["conditions"] if c["type"] == "Ready")
+                   for p in jobs.workers("pi")]
+    assert launcher["metadata"]["creationTimestamp"] >= max(ready_times)
+    jobs.wait_condition("pi", "Succeeded", timeout=90)
+
+
+def test_suspend_resume_with_edited_scheduling_directives(jobs: Jobs) -> None:
+    jobs.create(mpijob("pi", 2, launcher_labels=HANG, runPolicy={"cleanPodPolicy": "Running", "suspend": True}))
+    jobs.wait_condition("pi", "Suspended")
+    jobs.wait_launcher("pi", suspended=True)
+    assert jobs.pods() == [], "a job created suspended creates no pods at all"
+    assert "startTime" not in jobs.get("pi")["status"]
+    template = {"metadata": {"labels": {**HANG, "foo": "bar"}, "annotations": {"kueue.x-k8s.io/workload": "w1"}},
+                "spec": {"nodeSelector": {"kubernetes.io/os": "linux"},
+                         "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
+    jobs.patch("pi", {"spec": {"runPolicy": {"suspend": False}, "mpiReplicaSpecs": {"Launcher": {
+        "template": template}}}})
+    jobs.wait_condition("pi", "Suspended", "False")
+    jobs.wait_workers("pi", 2, "Running")
+    launcher = jobs.wait_launcher("pi", suspended=False)
+    pod_template = launcher["spec"]["template"]
+    assert pod_template["metadata"]["labels"]["foo"] == "bar"
+    assert pod_template["metadata"]["annotations"]["kueue.x-k8s.io/workload"] == "w1"
+    assert pod_template["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert pod_template["spec"]["tolerations"][-1]["key"] == "gpu"
+    jobs.wait_condition("pi", "Running")
+    assert jobs.get("pi")["status"]["startTime"]
+    jobs.patch("pi", {"spec": {"runPolicy": {"suspend": True}}})
+    jobs.wait_condition("pi", "Suspended")
+    jobs.wait_workers("pi", 0)
+    assert jobs.must("jobs", "pi-launcher", "batch/v1")["spec"]["suspend"] is True
+    assert jobs.wait_condition("pi", "Running", "False")["reason"] == "MPIJobSuspended"
+    jobs.patch("pi", {"spec": {"runPolicy": {"suspend": False}, "mpiReplicaSpecs": {"Launcher": {"template": {
+        "metadata": {"labels": {"test.mpijob/outcome": "succeed", "foo": "baz"}}}}}}})
+    jobs.wait_condition("pi", "Succeeded", timeout=90)
+    labels = jobs.must("jobs", "pi-launcher", "batch/v1")["spec"]["template"]["metadata"]["labels"]
+    assert labels["foo"] == "baz"
+
+
+def test_launcher_as_worker_with_zero_workers(jobs: Jobs) -> None:
+    jobs.create(mpijob("solo", 0, runLauncherAsWorker=True))
+    jobs.wait_condition("solo", "Succeeded", timeout=90)
+    config = jobs.object("configmaps", "solo-config")
+    assert config is not None
+    assert config["data"]["hostfile"] == hostfile("solo", jobs.ns, 0, "OpenMPI", launcher=True)
+    assert jobs.must("services", "solo")["spec"]["publishNotReadyAddresses"] is True
+    assert jobs.get("solo")["status"]["replicaStatuses"] == {"Launcher": {"succeeded": 1}, "Worker": {}}
+
+
+@pytest.mark.parametrize(("policy", "remaining"), [("All", 0), ("None", 2)])
+def test_clean_pod_policy(jobs: Jobs, policy: str, remaining: int) -> None:
+    jobs.create(mpijob("pi", 2, runPolicy={"cleanPodPolicy": policy}))
+    jobs.wait_condition("pi", "Succeeded", timeout=90)
+    if remaining:
+        assert len(jobs.wait_workers("pi", remaining, "Running")) == remaining
+    else:
+        jobs.wait_workers("pi", 0)
+
+
+def test_scale_workers_up_and_down(jobs: Jobs) -> None:
+    jobs.create(mpijob("pi", 2, launcher_labels=HANG))
+    jobs.wait_condition("pi", "Running")
+    jobs.patch("pi", {"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 4}}}})
+    jobs.wait_workers("pi", 4, "Running")
+    wait_for(lambda: jobs.must("configmaps", "pi-config")["data"]["hostfile"]
+             == hostfile("pi", jobs.ns, 4, "OpenMPI"), timeout=30, what="hostfile with 4 workers")
+    wait_for(lambda: jobs.must("configmaps", "pi-config")["data"]["discover_hosts.sh"].count("echo") == 4,
+             timeout=30, what="discover_hosts.sh with 4 running workers")
+    jobs.patch("pi", {"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 1}}}})
+    workers = jobs.wait_workers("pi", 1)
+    assert workers[0]["metadata"]["name"] == "pi-worker-0"
+    wait_for(lambda: jobs.must("configmaps", "pi-config")["data"]
+             == {"hostfile": hostfile("pi", jobs.ns, 1, "OpenMPI"),
+                 "discover_hosts.sh": f"#!/bin/sh\necho pi-worker-0.pi.{jobs.ns}.svc\n"},
+             timeout=30, what="ConfigMap with 1 worker")
+
+
+def test_foreign_config_map_is_reported_and_nothing_runs(jobs: Jobs, cluster: LocalCluster) -> None:
+    cluster.rest.create(jobs.path("configmaps"), {"apiVersion": "v1", "kind": "ConfigMap",
+                                                  "metadata": {"name": "pi-config"}, "data": {"mine": "yes"}})
+    jobs.create(mpijob("pi", 2))
+    event = until(lambda: next((e for e in jobs.events("pi") if e["reason"] == "ErrResourceExists"), None),
+                  timeout=30, what="ErrResourceExists event")
+    assert event["type"] == "Warning"
+    assert event["message"] == 'Resource "pi-config" of Kind "ConfigMap" already exists and is not managed by MPIJob'
+    assert jobs.workers("pi") == []
+    assert jobs.launcher("pi") is None
+    assert jobs.must("configmaps", "pi-config")["data"] == {"mine": "yes"}
+
+
+def test_mpijob_managed_externally_is_left_alone(jobs: Jobs) -> None:
+    jobs.create(mpijob("external", 2, runPolicy={"managedBy": "kueue.x-k8s.io/multikueue"}))
+    jobs.create(mpijob("sentinel", 1))
+    jobs.wait_condition("sentinel", "Created")  # the reconciler has handled the later job
+    external = jobs.get("external")
+    assert "status" not in external or not external["status"]
+    assert jobs.launcher("external") is None
+    assert jobs.object("services", "external") is None
+    assert jobs.object("secrets", "external-ssh") is None
+    assert jobs.workers("external") == []
+
+
+def test_deleting_the_mpijob_removes_every_child(jobs: Jobs) -> None:
+    jobs.create(mpijob("pi", 2, launcher_labels=HANG))
+    jobs.wait_condition("pi", "Running")
+    jobs.delete("pi")
+    for plural, name, group in (("services", "pi", ""), ("configmaps", "pi-config", ""), ("secrets", "pi-ssh", ""),
+                                ("jobs", "pi-launcher", "batch/v1")):
+        jobs.wait_gone(plural, name, group)
+    wait_for(lambda: jobs.pods() == [], timeout=60, what="every pod of the job deleted")
+
+
+def _owned_counts(jobs: Jobs, name: str) -> dict[str, Any]:
+    pods = [p for p in jobs.pods(f"training.kubeflow.org/job-name={name}") if p["metadata"].get("ownerReferences")]
+    names = [p["metadata"]["name"] for p in pods]
+    return {"pods": len(pods), "distinct": len(set(names))}
+
+
+def test_reconciler_killed_mid_creation_resumes_without_duplicates(jobs: Jobs, reconciler: ReconcilerControl,
+                                                                   cluster: LocalCluster) -> None:
+    reconciler.restart("--kube-api-qps=15", "--kube-api-burst=5")
+    jobs.create(mpijob("big", 64, launcher_labels=HANG))
+    wait_for(lambda: 5 <= len(jobs.workers("big")) < 64 or None, timeout=60, interval=0.05,
+             what="the reconciler part-way through creating 64 workers")
+    reconciler.restart(crash=True)
+    created_before = len(jobs.workers("big"))
+    assert created_before < 64
+    jobs.wait_workers("big", 64, "Running", timeout=120)
+    jobs.wait_condition("big", "Running", timeout=60)
+    assert _owned_counts(jobs, "big") == {"pods": 65, "distinct": 65}  # 64 workers + 1 launcher pod
+    for plural, name in (("services", "big"), ("configmaps", "big-config"), ("secrets", "big-ssh")):
+        assert jobs.object(plural, name) is not None
+    launchers = cluster.rest.get(jobs.path("jobs", group="batch/v1"))["items"]
+    assert [j["metadata"]["name"] for j in launchers] == ["big-launcher"]
+    assert jobs.get("big")["status"]["replicaStatuses"]["Worker"] == {"active": 64}

@@ -1,0 +1,166 @@
+"""Run our two components as real processes against a local control plane.
+
+Used by the integration tests, the benchmarks and the demo: ``OperatorWebhook`` serves
+``python -m webhook`` over TLS on 127.0.0.1 and registers the webhook configurations we ship
+(``deploy/webhook``) with ``clientConfig.url`` and a ``caBundle``; ``OperatorReconciler`` runs
+``python -m reconciler`` with the cluster's kubeconfig. Both stop exactly the process they started.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.harness import LocalCluster
+from tests.harness.wait import wait_for
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+WEBHOOK_MANIFESTS = REPO_ROOT / "deploy" / "webhook"
+CANARY = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "webhook-canary"},
+          "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 2, "template": {"spec": {"containers": [
+              {"name": "c", "image": "i"}]}}}}}}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class _Process:
+    def __init__(self, name: str, argv: list[str], log: Path) -> None:
+        self.name, self.argv, self.log = name, argv, log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("KUBECONFIG", None)
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                            cwd=REPO_ROOT, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def check_alive(self) -> bool:
+        if not self.alive():
+            raise RuntimeError(f"{self.name} exited; last log lines:\n{self.tail()}")
+        return True
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:]) if self.log.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.alive():
+            assert self.process is not None
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.alive():
+            assert self.process is not None
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+class OperatorWebhook(_Process):
+    """``python -m webhook`` on 127.0.0.1 with fresh certificates, registered with the API server."""
+
+    def __init__(self, cluster: LocalCluster, work_dir: Path) -> None:
+        self.cluster, self.dir = cluster, work_dir / "webhook"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        subprocess.run([sys.executable, "-m", "webhook.certs", "--out-dir", str(self.dir), "--ip", "127.0.0.1",
+                        "--dns", "localhost"], check=True, capture_output=True, cwd=REPO_ROOT)
+        super().__init__("webhook", [sys.executable, "-m", "webhook", "--port", str(self.port),
+                                     "--bind-address", "127.0.0.1", "--tls-cert-file", str(self.dir / "tls.crt"),
+                                     "--tls-key-file", str(self.dir / "tls.key")], self.dir / "webhook.log")
+
+    def configurations(self, timeout_seconds: int | None = None) -> list[dict[str, Any]]:
+        """Our shipped webhook configurations, pointed at this process by URL with its caBundle."""
+        ca_bundle = base64.b64encode((self.dir / "ca.crt").read_bytes()).decode()
+        configs = []
+        for path in sorted(WEBHOOK_MANIFESTS.glob("*-webhook-configuration.yaml")):
+            config = copy.deepcopy(yaml.safe_load(path.read_text()))
+            config["metadata"].pop("annotations", None)
+            for hook in config["webhooks"]:
+                service = hook["clientConfig"].pop("service")
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{self.port}{service['path']}", "caBundle": ca_bundle}
+                if timeout_seconds is not None:
+                    hook["timeoutSeconds"] = timeout_seconds
+            configs.append(config)
+        return configs
+
+    def register(self, timeout_seconds: int | None = None) -> None:
+        """Install the configurations, then wait until the API server really calls both webhooks."""
+        self.cluster.kubectl("apply", "-f", "-", check=True, input=yaml.safe_dump_all(
+            self.configurations(timeout_seconds)))
+        wait_for(self._canary_denied, timeout=30, interval=0.2, what="the API server calling our webhooks")
+
+    def unregister(self) -> None:
+        self.cluster.kubectl("delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration",
+                             "mpijob-webhook", "--ignore-not-found", check=True)
+
+    def _canary_denied(self) -> bool:
+        self.check_alive()
+        result = self.cluster.kubectl("create", "--dry-run=server", "-n", "default", "-o", "yaml", "-f", "-",
+                                      input=yaml.safe_dump(CANARY))
+        return "mpijob-validator.kubeflow.org" in result.stderr and "must be 1" in result.stderr
+
+    def wait_ready(self) -> None:
+        import ssl  # noqa: PLC0415
+        import urllib.request  # noqa: PLC0415
+
+        context = ssl.create_default_context(cafile=str(self.dir / "ca.crt"))
+
+        def ready() -> bool:
+            self.check_alive()
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{self.port}/readyz", context=context,
+                                            timeout=2) as response:
+                    return bool(response.status == 200)
+            except OSError:
+                return False
+
+        wait_for(ready, timeout=30, interval=0.05, what="the webhook's /readyz")
+
+
+class OperatorReconciler(_Process):
+    """``python -m reconciler`` against the cluster, without leader election unless asked."""
+
+    def __init__(self, cluster: LocalCluster, work_dir: Path, *extra: str, name: str = "reconciler") -> None:
+        self.dir = work_dir / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.health_port = free_port()
+        argv = [sys.executable, "-m", "reconciler", f"--kubeConfig={cluster.kubeconfig}", "--leader-elect=false",
+                f"--health-port={self.health_port}", "--kube-api-qps=200", "--kube-api-burst=400",
+                "--controller-queue-rate-limit=100", "--threadiness=4", *extra]
+        super().__init__(name, argv, self.dir / f"{name}.log")
+
+    def wait_ready(self) -> None:
+        """Until its caches are synced (its log says so)."""
+        wait_for(lambda: self.check_alive() and "caches synced" in self.log.read_text(errors="replace"),
+                 timeout=60, interval=0.1, what="the reconciler's caches to sync")
+
+
+def started(process: _Process) -> None:
+    begin = time.monotonic()
+    process.start()
+    process.wait_ready()  # type: ignore[attr-defined]
+    print(f"{process.name} ready in {time.monotonic() - begin:.2f} s", file=sys.stderr)

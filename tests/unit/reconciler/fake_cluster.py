@@ -1,0 +1,124 @@
+"""A small recording fake of our own ``Cluster`` seam (not of the Kubernetes API) for sync tests.
+
+It keeps the objects the test gave the "server", records every write as (verb, resource, name) in
+order, fails a write with the status a test asks for, and answers 409 AlreadyExists and 404 like
+the API server would for names.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from reconciler.caches import Caches, slim_config_map, slim_job, slim_mpijob, slim_pod, slim_secret, slim_service
+from reconciler.kube import ApiError
+from reconciler.resources import CONFIG_MAPS, JOBS, MPIJOBS, PODS, SECRETS, SERVICES, Resource
+from reconciler.status import Event
+
+JSONDict = dict[str, Any]
+_SLIM = {"pods": (slim_pod, "pods"), "jobs": (slim_job, "jobs"), "services": (slim_service, "services"),
+         "configmaps": (slim_config_map, "config_maps"), "secrets": (slim_secret, "secrets"),
+         "mpijobs": (slim_mpijob, "mpijobs")}
+RESOURCES = {r.plural: r for r in (PODS, JOBS, SERVICES, CONFIG_MAPS, SECRETS, MPIJOBS)}
+
+
+class FakeCluster:
+    def __init__(self, caches: Caches) -> None:
+        self.caches = caches
+        self.server: dict[tuple[str, str, str], JSONDict] = {}
+        self.writes: list[tuple[str, str, str, JSONDict]] = []
+        self.events: list[Event] = []
+        self.failures: dict[tuple[str, str], ApiError] = {}
+        self._uid = 0
+
+    def given(self, resource: Resource, obj: JSONDict, *, cached: bool = True) -> JSONDict:
+        """An object that exists on the server (and, unless ``cached=False``, in the informer cache)."""
+        obj = copy.deepcopy(obj)
+        obj.setdefault("kind", resource.kind)
+        metadata = obj["metadata"]
+        metadata.setdefault("resourceVersion", "1")
+        self.server[(resource.plural, metadata.get("namespace", ""), metadata["name"])] = obj
+        if cached:
+            slimmer, attr = _SLIM[resource.plural]
+            slim = slimmer(copy.deepcopy(obj))
+            if slim is not None:
+                getattr(self.caches, attr).put(slim)
+        return obj
+
+    @property
+    def actions(self) -> list[tuple[str, str, str]]:
+        """Every write attempted, in order: (verb, resource, name)."""
+        return [(verb, plural, name) for verb, plural, name, _ in self.writes]
+
+    def _record(self, verb: str, resource: Resource, obj: JSONDict) -> None:
+        self.writes.append((verb, resource.plural, obj["metadata"]["name"], copy.deepcopy(obj)))
+        failure = self.failures.get((verb, resource.plural))
+        if failure is not None:
+            raise failure
+
+    async def create(self, resource: Resource, obj: JSONDict) -> JSONDict:
+        key = (resource.plural, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        if key in self.server:
+            raise ApiError(409, "AlreadyExists", f'{resource.plural} "{key[2]}" already exists')
+        self._record("create", resource, obj)
+        created = copy.deepcopy(obj)
+        created.setdefault("kind", resource.kind)
+        self._uid += 1
+        created["metadata"].update(uid=f"uid-{self._uid}", resourceVersion="1")
+        self.server[key] = created
+        return copy.deepcopy(created)
+
+    async def get(self, resource: Resource, namespace: str, name: str) -> JSONDict:
+        obj = self.server.get((resource.plural, namespace, name))
+        if obj is None:
+            raise ApiError(404, "NotFound", f'{resource.plural} "{name}" not found')
+        return copy.deepcopy(obj)
+
+    async def replace(self, resource: Resource, obj: JSONDict) -> JSONDict:
+        self._record("update", resource, obj)
+        self.server[(resource.plural, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])] = obj
+        return copy.deepcopy(obj)
+
+    async def replace_status(self, resource: Resource, obj: JSONDict) -> JSONDict:
+        self._record("update_status", resource, obj)
+        return copy.deepcopy(obj)
+
+    async def patch(self, resource: Resource, namespace: str, name: str, patch: JSONDict) -> JSONDict:
+        current = await self.get(resource, namespace, name)
+        self._record("patch", resource, {"metadata": {"name": name}, "patch": patch})
+        merged = _merge(current, patch)
+        self.server[(resource.plural, namespace, name)] = merged
+        return copy.deepcopy(merged)
+
+    async def delete(self, resource: Resource, namespace: str, name: str) -> None:
+        self._record("delete", resource, {"metadata": {"name": name}})
+        if self.server.pop((resource.plural, namespace, name), None) is None:
+            raise ApiError(404, "NotFound", f'{resource.plural} "{name}" not found')
+
+    async def record_event(self, involved: JSONDict, event: Event, now: str) -> None:
+        self.events.append(event)
+
+    def created(self, plural: str, name: str) -> JSONDict:
+        for verb, kind, obj_name, body in self.writes:
+            if (verb, kind, obj_name) == ("create", plural, name):
+                return body
+        raise AssertionError(f"{plural}/{name} was not created")
+
+    def status_written(self) -> JSONDict:
+        written = [body for verb, _, _, body in self.writes if verb == "update_status"]
+        assert written, "no status was written"
+        status: JSONDict = written[-1]["status"]
+        return status
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge(result.get(key), value)
+    return result

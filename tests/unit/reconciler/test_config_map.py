@@ -1,0 +1,128 @@
+"""The hostfile ConfigMap: upstream's TestNewConfigMap and TestUpdateDiscoverHostsInConfigMap (controller.md 6.1
+cases 26 and 27), every row, plus the pod-object form of the Running workers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconciler.builders import build_config_map, build_discover_hosts, build_hostfile
+from tests.unit.reconciler.helpers import make_job, owner_ref, replica
+
+OWS = "openmpi-without-slots"
+OWS_HOST = f"{OWS}.tenant-a.svc"
+
+
+def job_for(name: str, namespace: str, implementation: str, launcher_as_worker: bool | None, workers: int,
+            slots: int | None) -> Any:
+    """A job as upstream's test builds it: no defaulting, only the fields the row names."""
+    spec: dict[str, Any] = {"mpiImplementation": implementation,
+                            "mpiReplicaSpecs": {"Launcher": replica(), "Worker": replica(replicas=workers)}}
+    if launcher_as_worker is not None:
+        spec["runLauncherAsWorker"] = launcher_as_worker
+    if slots is not None:
+        spec["slotsPerWorker"] = slots
+    return make_job(name, namespace, defaulted=False, **spec)
+
+
+NEW_CONFIG_MAP = [
+    pytest.param(OWS, "tenant-a", "OpenMPI", True, 2, None, "",
+                 f"{OWS}-launcher.{OWS_HOST} slots=1\n{OWS}-worker-0.{OWS_HOST} slots=1\n"
+                 f"{OWS}-worker-1.{OWS_HOST} slots=1\n",
+                 id="OpenMPI without slots, enable launcher as worker"),
+    pytest.param(OWS, "tenant-a", "OpenMPI", True, 2, None, "cluster.local",
+                 f"{OWS}-launcher.{OWS_HOST}.cluster.local slots=1\n{OWS}-worker-0.{OWS_HOST}.cluster.local slots=1\n"
+                 f"{OWS}-worker-1.{OWS_HOST}.cluster.local slots=1\n",
+                 id="OpenMPI with cluster domain, enable launcher as worker"),
+    pytest.param(OWS, "tenant-a", "OpenMPI", True, 0, None, "", f"{OWS}-launcher.{OWS_HOST} slots=1\n",
+                 id="OpenMPI without slots, zero explicit workers"),
+    pytest.param(OWS, "tenant-a", "OpenMPI", None, 2, None, "",
+                 f"{OWS}-worker-0.{OWS_HOST} slots=1\n{OWS}-worker-1.{OWS_HOST} slots=1\n",
+                 id="OpenMPI without slots, disable launcher as worker"),
+    pytest.param("openmpi-with-slots", "tenant-a", "OpenMPI", None, 1, 10, "",
+                 "openmpi-with-slots-worker-0.openmpi-with-slots.tenant-a.svc slots=10\n", id="OpenMPI with slots"),
+    pytest.param("openmpi-with-slots", "tenant-a", "OpenMPI", None, 1, None, "cluster.local",
+                 "openmpi-with-slots-worker-0.openmpi-with-slots.tenant-a.svc.cluster.local slots=1\n",
+                 id="OpenMPI with cluster domain"),
+    pytest.param("intelmpi-with-slots", "project-x", "Intel", None, 1, 10, "",
+                 "intelmpi-with-slots-worker-0.intelmpi-with-slots.project-x.svc:10\n", id="IntelMPI with slots"),
+    pytest.param("intelmpi-with-slots", "project-x", "Intel", None, 1, None, "cluster.local",
+                 "intelmpi-with-slots-worker-0.intelmpi-with-slots.project-x.svc.cluster.local:1\n",
+                 id="IntelMPI with cluster domain"),
+    pytest.param("mpich-with-slots", "project-x", "MPICH", None, 1, 10, "",
+                 "mpich-with-slots-worker-0.mpich-with-slots.project-x.svc:10\n", id="MPICH with slots"),
+    pytest.param("mpich-with-slots", "project-x", "MPICH", None, 1, None, "cluster.local",
+                 "mpich-with-slots-worker-0.mpich-with-slots.project-x.svc.cluster.local:1\n",
+                 id="MPICH with cluster domain"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "namespace", "implementation", "launcher_as_worker", "workers", "slots", "cluster_domain", "hostfile"),
+    NEW_CONFIG_MAP,
+)
+def test_new_config_map(name: str, namespace: str, implementation: str, launcher_as_worker: bool | None,
+                        workers: int, slots: int | None, cluster_domain: str, hostfile: str) -> None:
+    job = job_for(name, namespace, implementation, launcher_as_worker, workers, slots)
+    assert build_hostfile(job, cluster_domain) == hostfile
+    discover = "#!/bin/sh\n" + (hostfile.splitlines()[0].replace(" slots=1", "").join(("echo ", "\n"))
+                                if launcher_as_worker else "")
+    assert build_config_map(job, cluster_domain) == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-config", "namespace": namespace, "labels": {"app": name},
+                     "ownerReferences": [owner_ref(name)]},
+        "data": {"hostfile": hostfile, "discover_hosts.sh": discover},
+    }
+
+
+def test_hostfile_without_worker_spec_is_empty() -> None:
+    job = make_job("j", "ns", mpiReplicaSpecs={"Launcher": replica()})
+    assert build_hostfile(job) == ""
+
+
+def echo(*hosts: str) -> str:
+    return "#!/bin/sh\n" + "".join(f"echo {host}\n" for host in hosts)
+
+
+TJ = "test-job"
+DEFAULT_HOST = f"{TJ}.default.svc"
+TENANT_HOST = f"{TJ}.tenant-a.svc.cluster.local"
+
+DISCOVER_HOSTS = [
+    pytest.param("default", None, [], "", echo(),
+                 id="no cluster domain, launcher as worker disabled, no running pods"),
+    pytest.param("default", None, [f"{TJ}-worker-0", f"{TJ}-worker-1"], "",
+                 echo(f"{TJ}-worker-0.{DEFAULT_HOST}", f"{TJ}-worker-1.{DEFAULT_HOST}"),
+                 id="no cluster domain, launcher as worker disabled, with running pods"),
+    pytest.param("default", True, [], "", echo(f"{TJ}-launcher.{DEFAULT_HOST}"),
+                 id="no cluster domain, launcher as worker enabled, no running pods"),
+    pytest.param("default", True, [f"{TJ}-worker-0", f"{TJ}-worker-1"], "",
+                 echo(f"{TJ}-launcher.{DEFAULT_HOST}", f"{TJ}-worker-0.{DEFAULT_HOST}",
+                      f"{TJ}-worker-1.{DEFAULT_HOST}"),
+                 id="no cluster domain, launcher as worker enabled, with running pods"),
+    pytest.param("tenant-a", None, [f"{TJ}-worker-0"], "cluster.local", echo(f"{TJ}-worker-0.{TENANT_HOST}"),
+                 id="with cluster domain, launcher as worker disabled, with running pods"),
+    pytest.param("tenant-a", True, [f"{TJ}-worker-0"], "cluster.local",
+                 echo(f"{TJ}-launcher.{TENANT_HOST}", f"{TJ}-worker-0.{TENANT_HOST}"),
+                 id="with cluster domain, launcher as worker enabled, with running pods"),
+    pytest.param("default", None, [f"{TJ}-worker-2", f"{TJ}-worker-0", f"{TJ}-worker-1"], "",
+                 echo(f"{TJ}-worker-0.{DEFAULT_HOST}", f"{TJ}-worker-1.{DEFAULT_HOST}",
+                      f"{TJ}-worker-2.{DEFAULT_HOST}"),
+                 id="pods are sorted by name"),
+    pytest.param("default", None, [f"{TJ}-worker-2", f"{TJ}-worker-10"], "",
+                 echo(f"{TJ}-worker-10.{DEFAULT_HOST}", f"{TJ}-worker-2.{DEFAULT_HOST}"),
+                 id="names sort as strings, not numbers"),
+]
+
+
+@pytest.mark.parametrize(("namespace", "launcher_as_worker", "running", "cluster_domain", "expected"), DISCOVER_HOSTS)
+def test_update_discover_hosts(namespace: str, launcher_as_worker: bool | None, running: list[str],
+                               cluster_domain: str, expected: str) -> None:
+    job = job_for(TJ, namespace, "OpenMPI", launcher_as_worker, 2, None)
+    assert build_discover_hosts(job, running, cluster_domain) == expected
+    pods = [{"metadata": {"name": name, "namespace": namespace}} for name in running]
+    assert build_discover_hosts(job, pods, cluster_domain) == expected
+    assert build_config_map(job, cluster_domain, running)["data"]["discover_hosts.sh"] == expected

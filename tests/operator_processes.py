@@ -121,7 +121,9 @@ class OperatorWebhook(_Process):
         self.check_alive()
         result = self.cluster.kubectl("create", "--dry-run=server", "-n", "default", "-o", "yaml", "-f", "-",
                                       input=yaml.safe_dump(CANARY))
-        return "mpijob-validator.kubeflow.org" in result.stderr and "must be 1" in result.stderr
+        # kubectl renders our 422 Status like the API server's own validation errors; only our
+        # validator knows the launcher "must be 1".
+        return 'MPIJob "webhook-canary" is invalid' in result.stderr and "must be 1" in result.stderr
 
     def wait_ready(self) -> None:
         import ssl  # noqa: PLC0415

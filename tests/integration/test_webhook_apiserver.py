@@ -116,7 +116,8 @@ def test_invalid_mpijobs_are_rejected_with_field_paths(cluster: LocalCluster, we
                                                        dry_run: bool) -> None:
     result = kubectl(cluster, namespace, "apply", *(["--dry-run=server"] if dry_run else []), "-f", "-", obj=obj)
     assert result.returncode != 0
-    assert 'admission webhook "mpijob-validator.kubeflow.org" denied the request: MPIJob.kubeflow.org ' in result.stderr
+    name = obj["metadata"]["name"]
+    assert f'The MPIJob "{name}" is invalid: ' in result.stderr, result.stderr
     for message in messages:
         assert message in result.stderr
     assert kubectl(cluster, namespace, "get", "mpijobs", "-o", "name").stdout == ""

@@ -1,0 +1,115 @@
+"""Command lines of etcd, kube-apiserver, kube-controller-manager and kube-scheduler (control-plane.md 3.3).
+
+All listen on 127.0.0.1 only, on ports chosen by the caller.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import socket
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from .pki import Pki
+
+SIOCGIFADDR = 0x8915
+SERVICE_CIDR = "10.96.0.0/24"
+FALLBACK_ADVERTISE = "192.0.2.1"  # TEST-NET-1: nothing connects to it (no kube-proxy, no pod network)
+
+
+@dataclass(frozen=True)
+class Ports:
+    etcd: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+
+
+def etcd_argv(binary: Path, data_dir: Path, ports: Ports) -> list[str]:
+    client = f"http://127.0.0.1:{ports.etcd}"
+    peer = f"http://127.0.0.1:{ports.etcd_peer}"
+    return [str(binary), "--name=default", f"--data-dir={data_dir}",
+            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=default={peer}", "--unsafe-no-fsync=true", "--log-level=warn"]
+
+
+def has_default_route(route_table: Path = Path("/proc/net/route")) -> bool:
+    """Whether the kernel routing table has a default (0.0.0.0/0) route, which the apiserver needs to
+    derive its advertise address on its own."""
+    try:
+        lines = route_table.read_text().splitlines()[1:]
+    except OSError:
+        return False
+    return any(len(f) > 7 and f[1] == "00000000" and f[7] == "00000000" for f in (ln.split() for ln in lines))
+
+
+def _interface_ipv4(name: str) -> str | None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            packed = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+        except OSError:
+            return None
+    return socket.inet_ntoa(packed[20:24])
+
+
+def advertise_flags() -> list[str]:
+    """Nothing when the host has a default route; otherwise an interface address (control-plane.md F16,
+    section 6), or a TEST-NET address with the endpoint reconciler off if the host has only loopback."""
+    if has_default_route():
+        return []
+    for _, name in socket.if_nameindex():
+        addr = _interface_ipv4(name)
+        if addr and not addr.startswith("127."):
+            return [f"--advertise-address={addr}"]
+    return [f"--advertise-address={FALLBACK_ADVERTISE}", "--endpoint-reconciler-type=none"]
+
+
+def apiserver_argv(binary: Path, pki: Pki, ports: Ports, extra: list[str]) -> list[str]:
+    """envtest's flags plus an explicit serving pair; `extra` comes last, so it overrides."""
+    return [str(binary), f"--etcd-servers=http://127.0.0.1:{ports.etcd}",
+            "--bind-address=127.0.0.1", f"--secure-port={ports.apiserver}", f"--cert-dir={pki.dir}",
+            f"--tls-cert-file={pki.serving_cert}", f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca_cert}",
+            f"--service-account-issuer=https://127.0.0.1:{ports.apiserver}/",
+            f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC", "--allow-privileged=true",
+            "--disable-admission-plugins=ServiceAccount", "--enable-priority-and-fairness=false",
+            "--profiling=false", "--v=1", *advertise_flags(), *extra]
+
+
+def controller_manager_argv(binary: Path, kubeconfig: Path, pki: Pki, ports: Ports, extra: list[str]) -> list[str]:
+    """Every default controller (job, garbage collector, ttl-after-finished, node lifecycle, ...), with
+    client limits high enough that the Job controller is not the bottleneck of a benchmark."""
+    return [str(binary), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
+            "--bind-address=127.0.0.1", f"--secure-port={ports.controller_manager}",
+            "--controllers=*", "--node-monitor-period=5s", "--node-monitor-grace-period=40s",
+            "--kube-api-qps=200", "--kube-api-burst=400",
+            f"--root-ca-file={pki.ca_cert}", f"--service-account-private-key-file={pki.sa_key}",
+            "--v=1", *extra]
+
+
+SCHEDULER_CONFIG = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: {kubeconfig}
+  qps: 200
+  burst: 400
+leaderElection:
+  leaderElect: false
+"""
+
+
+def scheduler_argv(binary: Path, config: Path, ports: Ports, extra: list[str]) -> list[str]:
+    """The scheduler reads its client settings from a KubeSchedulerConfiguration file: its
+    --kube-api-qps/--kube-api-burst flags are deprecated (and ignored once --config is given)."""
+    return [str(binary), f"--config={config}", "--bind-address=127.0.0.1",
+            f"--secure-port={ports.scheduler}", "--v=1", *extra]
+
+
+def write_scheduler_config(path: Path, kubeconfig: Path) -> Path:
+    path.write_text(SCHEDULER_CONFIG.format(kubeconfig=kubeconfig))
+    return path

@@ -24,6 +24,14 @@ have_all() { for b in $NEED; do [[ -x "$BIN/$b" ]] || return 1; done; }
 
 if have_all; then echo "$BIN"; exit 0; fi
 
+# One build at a time per cache directory: a second caller waits, then finds the binaries.
+mkdir -p "$ROOT"
+exec 9>"$ROOT/.build.lock"
+if command -v flock >/dev/null; then
+  flock -n 9 || { log "another build is running; waiting for it ..."; flock 9; }
+fi
+if have_all; then echo "$BIN"; exit 0; fi
+
 command -v go >/dev/null || { log "error: Go is not installed (need go >= 1.26 on PATH)"; exit 2; }
 GO_MINOR="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
 if (( GO_MINOR < 26 )); then log "error: $(go env GOVERSION) is too old: need go >= 1.26"; exit 2; fi

@@ -1,6 +1,7 @@
 """B2: the webhook server's capacity in isolation (spec/performance.md B2), over TLS keep-alive.
 
-Serves ``python -m webhook`` (pinned to CPU 0 when ``taskset`` exists) and drives it with ``wrk``
+Serves ``python -m webhook`` (pinned to CPU 0 when ``taskset`` exists), then a trivial aiohttp handler
+as the machine's yardstick (``hack/trivial_webhook.py``), and drives both with ``wrk``
 (pinned to CPU 1) with synthetic MPIJob CREATE reviews of about 5, 20 and 50 KB, at concurrency 1 and
 16, on both admission endpoints. Prints req/s, p50/p99, server CPU per request, req/s per core of
 server CPU, and the server's peak RSS. A benchmark, not a test: it asserts only that every answer was
@@ -10,6 +11,7 @@ a 200. Usage: ``python -m hack.bench_webhook [--duration 8] [--warmup 2]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import re
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,35 +95,48 @@ def main() -> None:
     report(rows, rss_kb, args)
 
 
-def run_all(tmp: Path, args: argparse.Namespace) -> tuple[list[Row], int]:
-    subprocess.run([sys.executable, "-m", "webhook.certs", "--out-dir", str(tmp), "--ip", "127.0.0.1"],
-                   check=True, capture_output=True)
+@contextlib.contextmanager
+def server(tmp: Path, module: str, extra: list[str]) -> Iterator[tuple[int, int]]:
+    """Run ``python -m module`` over TLS on CPU 0; yields (pid, port)."""
     port = free_port()
-    argv = pinned(0, [sys.executable, "-m", "webhook", "--port", str(port), "--bind-address", "127.0.0.1",
-                      "--tls-cert-file", str(tmp / "tls.crt"), "--tls-key-file", str(tmp / "tls.key"),
-                      "--log-level", args.log_level])
-    with (tmp / "webhook.log").open("wb") as log:
-        server = subprocess.Popen(argv, stdout=log, stderr=log)
+    argv = pinned(0, [sys.executable, "-m", module, "--port", str(port), "--tls-cert-file", str(tmp / "tls.crt"),
+                      "--tls-key-file", str(tmp / "tls.key"), *extra])
+    with (tmp / f"{module}.log").open("wb") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=log)
     try:
         started = time.monotonic()
         wait_for_https(f"https://127.0.0.1:{port}/readyz", tmp / "ca.crt", timeout=30)
-        print(f"webhook ready {time.monotonic() - started:.2f} s after exec", file=sys.stderr)
-        rows = [row for size in SIZES_KB for row in bench_size(tmp, port, size, args, server.pid)]
-        return rows, ProcessSample.of(server.pid).peak_rss_kb
+        print(f"{module} ready {time.monotonic() - started:.2f} s after exec", file=sys.stderr)
+        yield process.pid, port
     finally:
-        server.terminate()
-        server.wait(timeout=15)
+        process.terminate()
+        process.wait(timeout=15)
 
 
-def bench_size(tmp: Path, port: int, size_kb: int, args: argparse.Namespace, server: int) -> list[Row]:
+def run_all(tmp: Path, args: argparse.Namespace) -> tuple[list[Row], int]:
+    subprocess.run([sys.executable, "-m", "webhook.certs", "--out-dir", str(tmp), "--ip", "127.0.0.1"],
+                   check=True, capture_output=True)
+    rows: list[Row] = []
+    with server(tmp, "webhook", ["--bind-address", "127.0.0.1", "--log-level", args.log_level]) as (pid, port):
+        for size in SIZES_KB:
+            rows += bench_size(tmp, port, size, args, pid, ENDPOINTS)
+        rss_kb = ProcessSample.of(pid).peak_rss_kb
+    with server(tmp, "hack.trivial_webhook", []) as (pid, port):
+        for size in SIZES_KB:
+            rows += bench_size(tmp, port, size, args, pid, {"trivial": "/trivial"})
+    return rows, rss_kb
+
+
+def bench_size(tmp: Path, port: int, size_kb: int, args: argparse.Namespace, server_pid: int,
+               endpoints: dict[str, str]) -> list[Row]:
     body = orjson.dumps(admission_review(mpijob_of_size("bench", size_kb * 1000)))
     (tmp / f"{size_kb}.json").write_bytes(body)
     script = tmp / f"{size_kb}.lua"
     script.write_text(LUA.format(body=tmp / f"{size_kb}.json"))
     rows = []
-    for endpoint, path in ENDPOINTS.items():
+    for endpoint, path in endpoints.items():
         for concurrency in CONCURRENCY:
-            output, cpu = measure(f"https://127.0.0.1:{port}{path}", script, concurrency, args, server)
+            output, cpu = measure(f"https://127.0.0.1:{port}{path}", script, concurrency, args, server_pid)
             rps, p50, p99, total = parse_wrk(output)
             cpu_us = cpu / total * 1e6
             rows.append(Row(endpoint, size_kb, len(body), concurrency, rps, p50, p99, cpu_us, 1e6 / cpu_us))
@@ -137,7 +153,13 @@ def report(rows: list[Row], rss_kb: int, args: argparse.Namespace) -> None:
     for r in rows:
         print(f"| {r.endpoint} | {r.size_kb} KB ({r.body_bytes} B) | {r.concurrency} | {r.requests_per_s:,.0f} | "
               f"{r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.cpu_us_per_request:.0f} | {r.per_core:,.0f} |")
-    print(f"server peak RSS: {rss_kb / 1024:.1f} MiB")
+    print(f"webhook peak RSS: {rss_kb / 1024:.1f} MiB")
+    trivial = {(r.size_kb, r.concurrency): r for r in rows if r.endpoint == "trivial"}
+    print("\nour webhook's req/s per core as a fraction of the trivial handler's, same machine and run:")
+    for r in rows:
+        if r.endpoint != "trivial":
+            base = trivial[(r.size_kb, r.concurrency)]
+            print(f"- {r.endpoint} {r.size_kb} KB c={r.concurrency}: {r.per_core / base.per_core:.0%}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from reconciler.metrics import OperatorMetrics
 from reconciler.resources import MPIJOBS
 from reconciler.sshkeys import SSHKeyPair
 from reconciler.status import Event, Observed, compute_status, is_finished, launcher_done, set_condition, truncate
-from shared.api import MPIJob, aggregate, validate, with_defaults
+from shared.api import MPIJob, aggregate, defaulted_dict, validate
 from shared.api import constants as c
 
 JSONDict = dict[str, Any]
@@ -53,7 +53,7 @@ class Reconciler:
         cached = self.caches.mpijobs.get(parts[0], parts[1])
         if cached is None:
             return "not found"
-        job = with_defaults(MPIJob.model_validate(cached))
+        job = MPIJob.model_validate(defaulted_dict(cached))
         run_policy = job.spec.run_policy if job.spec else None
         if run_policy and run_policy.managed_by is not None and run_policy.managed_by != c.MANAGED_BY_MPI_OPERATOR:
             return "managed by " + run_policy.managed_by

@@ -7,18 +7,19 @@ Never pass Secret data or whole request bodies.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from typing import Any
 
 import orjson
 
-_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@")
+_PLAIN = re.compile(r"[A-Za-z0-9_./:@-]+").fullmatch
 
 
 def _logfmt_value(value: Any) -> str:
     text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
-    if text and all(ch in _PLAIN for ch in text):
+    if _PLAIN(text):
         return text
     return orjson.dumps(text).decode()
 

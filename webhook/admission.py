@@ -17,12 +17,12 @@ from shared.api import (
     FieldError,
     MPIJob,
     admission_warnings,
+    defaulted_dict,
     defaults_patch,
     invalid_status,
     parse_mpijob,
     validate,
     validate_update,
-    with_defaults,
 )
 from shared.api import constants as c
 
@@ -98,7 +98,7 @@ def validate_request(request: JSONDict) -> Admission:
     skip = _not_ours(request)
     if skip is not None:
         return skip
-    new, errors = parse_mpijob(request["object"])
+    new, errors = parse_mpijob(defaulted_dict(request["object"]))
     if new is not None:
         errors, warnings = _judge(request, new)
     else:
@@ -124,16 +124,15 @@ def errored(uid: str, code: int, message: str) -> JSONDict:
 _REASONS = {400: "BadRequest", 413: "RequestEntityTooLarge", 500: "InternalError"}
 
 
-def _judge(request: JSONDict, new: MPIJob) -> tuple[list[FieldError], list[str]]:
-    defaulted = with_defaults(new)
+def _judge(request: JSONDict, defaulted: MPIJob) -> tuple[list[FieldError], list[str]]:
+    """Errors and warnings of an MPIJob that has its defaults, as upstream's controller judges it."""
     if request["operation"] != "UPDATE":
         return validate(defaulted), admission_warnings(defaulted)
-    old, _ = parse_mpijob(request["oldObject"])
-    if old is None:
+    old_defaulted, _ = parse_mpijob(defaulted_dict(request["oldObject"]))
+    if old_defaulted is None:
         return validate(defaulted), admission_warnings(defaulted)
-    old_defaulted = with_defaults(old)
     errors = validate_update(old_defaulted, defaulted)
-    if new.metadata.get("deletionTimestamp"):
+    if defaulted.metadata.get("deletionTimestamp"):
         errors = [e for e in errors if e.field.startswith("spec.runPolicy.managedBy")]
     # Ratcheting: an object stored before this webhook existed may already be invalid; an update
     # (labels, finalizers, Kueue's scheduling directives) is denied only for problems it adds.

@@ -1,6 +1,6 @@
 """kubeflow.org/v2beta1 MPIJob: models, constants, names, defaulting and validation. Pure: no I/O."""
 
-from shared.api.defaults import defaults_patch, with_defaults
+from shared.api.defaults import defaulted_dict, defaults_patch, with_defaults
 from shared.api.field_errors import ErrorType, FieldError, aggregate, invalid_status
 from shared.api.parse import parse_mpijob
 from shared.api.types import JobCondition, JobStatus, MPIJob, MPIJobSpec, ReplicaSpec, ReplicaStatus, RunPolicy
@@ -19,6 +19,7 @@ __all__ = [
     "RunPolicy",
     "admission_warnings",
     "aggregate",
+    "defaulted_dict",
     "defaults_patch",
     "invalid_status",
     "parse_mpijob",

@@ -6,12 +6,10 @@ One table drives both users: ``with_defaults`` (the reconciler, in memory) and `
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 from shared.api import constants as c
-from shared.api.types import JSONDict, MPIJob, MPIJobSpec, ReplicaSpec, RunPolicy
-
-M = TypeVar("M", MPIJobSpec, RunPolicy, ReplicaSpec)
+from shared.api.types import JSONDict, MPIJob
 
 Path = tuple[str, ...]
 
@@ -76,37 +74,30 @@ def defaults_patch(obj: JSONDict) -> list[JSONDict]:
     ]
 
 
-def with_defaults(job: MPIJob) -> MPIJob:
-    """A new MPIJob with the Go defaults and the CRD defaults applied; the input is not changed.
+def defaulted_dict(obj: JSONDict) -> JSONDict:
+    """A copy of an MPIJob dict with the Go and CRD defaults applied, sharing every unchanged sub-object.
 
-    Works on the typed model and shares the (unchanged) pod template dicts with the input: copying
-    them would cost more than everything else an admission does. Callers never mutate templates.
+    Only the dicts on the way to a default are copied (pod templates never are), so this is cheap
+    enough for every admission request and every sync. Treat the result as read-only.
     """
-    spec = job.spec or MPIJobSpec()
-    run_policy = _filled(spec.run_policy or RunPolicy(), _RUN_POLICY_DEFAULTS + _CRD_RUN_POLICY_DEFAULTS)
-    replica_specs = spec.mpi_replica_specs
-    if replica_specs is not None:
-        replica_specs = {
-            key: _filled(value or ReplicaSpec(), _REPLICA_DEFAULTS[key]) if key in _REPLICA_DEFAULTS else value
-            for key, value in replica_specs.items()
-        }
-    spec = _filled(spec, _SPEC_DEFAULTS, run_policy=run_policy, mpi_replica_specs=replica_specs)
-    return job.model_copy(update={"spec": spec})
+    result = dict(obj)
+    copied = {id(result)}
+    for path, value in missing_defaults(obj):
+        target = result
+        for key in path[:-1]:
+            child = target[key]
+            if id(child) not in copied:
+                child = dict(child)
+                target[key] = child
+                copied.add(id(child))
+            target = child
+        target[path[-1]] = value
+    return result
 
 
-def _filled(model: M, defaults: tuple[tuple[str, Any], ...], **updates: Any) -> M:
-    """A copy of ``model`` with its unset fields (named by wire name) set to their defaults."""
-    names = _FIELD_NAMES[type(model)]
-    for wire_name, value in defaults:
-        if getattr(model, names[wire_name]) is None:
-            updates[names[wire_name]] = value
-    return model.model_copy(update=updates)
-
-
-_FIELD_NAMES = {
-    model: {field.alias or name: name for name, field in model.model_fields.items()}
-    for model in (MPIJobSpec, RunPolicy, ReplicaSpec)
-}
+def with_defaults(job: MPIJob) -> MPIJob:
+    """A new MPIJob with the Go defaults and the CRD defaults applied; the input is not changed."""
+    return MPIJob.model_validate(defaulted_dict(job.to_dict()))
 
 
 def _pointer(path: Path) -> str:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import jsonpatch
 import pytest
 
-from shared.api import MPIJob, defaults_patch, with_defaults
+from shared.api import MPIJob, defaulted_dict, defaults_patch, with_defaults
 
 BASE_DEFAULTS: dict[str, Any] = {
     "slotsPerWorker": 1,
@@ -142,3 +143,18 @@ def test_patch_agrees_with_with_defaults(given: dict[str, Any], expected: dict[s
     patched["spec"]["runPolicy"].setdefault("suspend", False)
     assert patched == expected
     assert defaults_patch(patched) == [], "defaulting must be idempotent (reinvocationPolicy: IfNeeded)"
+
+
+@pytest.mark.parametrize(("given", "expected"), CASES)
+def test_defaulted_dict_agrees_and_leaves_its_input_alone(given: dict[str, Any], expected: dict[str, Any]) -> None:
+    before = copy.deepcopy(given)
+    assert MPIJob.model_validate(defaulted_dict(given)).to_dict() == expected
+    assert given == before
+
+
+def test_defaulted_dict_shares_unchanged_templates() -> None:
+    template = {"spec": {"containers": [{"name": "c"}]}}
+    given = job({"mpiReplicaSpecs": {"Launcher": {"template": template}}})
+    out = defaulted_dict(given)
+    assert out["spec"]["mpiReplicaSpecs"]["Launcher"]["template"] is template
+    assert out["spec"]["mpiReplicaSpecs"]["Launcher"] is not given["spec"]["mpiReplicaSpecs"]["Launcher"]

@@ -1,0 +1,189 @@
+"""B0 + B3 + B5: how fast our reconciler creates a job's pods, against the API server's own ceiling,
+and how many API writes a job costs.
+
+One run on a local control plane (4 kwok nodes of 1000 pods each; audit log on):
+- B0: 2,000 worker-shaped Pods created by a raw client, 32 in flight (scheduling-gated, so the
+  scheduler stays out of it): the API server's pod-create ceiling C_max.
+- B3: for W in 1, 64, 512 workers, the time from the MPIJob POST until a watch sees the W-th worker
+  Pod, and until the launcher Job exists; efficiency E = W / (TTAC x C_max).
+- B5: one W=64 MPIJob from creation through Succeeded and worker cleanup; the API writes made by the
+  reconciler (user agent ``mpi-operator``) counted from the audit log, against the minimum W + 11.
+The reconciler runs with ``--kube-api-qps=1000 --kube-api-burst=1000`` (raised limits, stated in the
+report). Usage: ``python -m hack.bench_reconciler [--repeats 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from hack.apiload import ApiLoad
+from reconciler.builders import build_worker
+from shared.api import MPIJob, defaulted_dict
+from tests.harness import LocalCluster, NodePool
+from tests.harness.wait import wait_for
+from tests.integration.mpijobs import mpijob
+from tests.operator_processes import REPO_ROOT, OperatorReconciler
+
+CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+"""
+RECONCILER_FLAGS = ("--kube-api-qps=1000", "--kube-api-burst=1000", "--max-concurrent-writes=64")
+HANG = {"test.mpijob/outcome": "hang"}
+
+
+async def pod_ceiling(load: ApiLoad, count: int = 2000) -> float:
+    await load.request("POST", "/api/v1/namespaces", {"metadata": {"name": "b0"}})
+    job = MPIJob.model_validate(defaulted_dict({**mpijob("b0", 1), "metadata": {"name": "b0", "namespace": "b0",
+                                                                                  "uid": "b0"}}))
+    template = build_worker(job, 0)
+    template["spec"]["schedulingGates"] = [{"name": "bench.mpijob/hold"}]
+
+    def pod(index: int) -> dict[str, Any]:
+        return {**template, "metadata": {**template["metadata"], "name": f"b0-worker-{index}",
+                                         "ownerReferences": []}}
+
+    await load.closed_loop("/api/v1/namespaces/b0/pods", pod, 100, 32)  # warm-up
+    result = await load.closed_loop("/api/v1/namespaces/b0/pods", lambda i: pod(i + 100), count, 32)
+    await load.request("DELETE", "/api/v1/namespaces/b0")
+    print(f"B0 pod creates: {result.summary()}")
+    return result.rate
+
+
+async def time_to_all_created(load: ApiLoad, namespace: str, workers: int) -> tuple[float, float]:
+    """(seconds to the W-th worker Pod, seconds to the launcher Job), from the MPIJob POST."""
+    await load.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    seen: set[str] = set()
+    launcher_at = 0.0
+    assert load.session is not None
+    started = 0.0
+
+    async def watch(path: str, on_add: Any) -> None:
+        async with load.session.get(load.server + path, params={"watch": "1"}) as response:  # type: ignore[union-attr]
+            async for line in response.content:
+                event = orjson.loads(line)
+                if event["type"] == "ADDED" and on_add(event["object"]):
+                    return
+
+    def worker_added(pod: dict[str, Any]) -> bool:
+        if pod["metadata"].get("labels", {}).get("training.kubeflow.org/job-role") == "worker":
+            seen.add(pod["metadata"]["name"])
+        return len(seen) >= workers
+
+    def launcher_added(_: dict[str, Any]) -> bool:
+        nonlocal launcher_at
+        launcher_at = time.perf_counter() - started
+        return True
+
+    pods = asyncio.create_task(watch(f"/api/v1/namespaces/{namespace}/pods", worker_added))
+    jobs = asyncio.create_task(watch(f"/apis/batch/v1/namespaces/{namespace}/jobs", launcher_added))
+    await asyncio.sleep(0.2)  # let both watches open before the clock starts
+    started = time.perf_counter()
+    status, _ = await load.request("POST", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs",
+                                   mpijob("bench", workers, launcher_labels=HANG))
+    assert status == 201, status
+    await asyncio.wait_for(pods, timeout=300)
+    all_created = time.perf_counter() - started
+    await asyncio.wait_for(jobs, timeout=60)
+    await load.request("DELETE", f"/api/v1/namespaces/{namespace}")
+    return all_created, launcher_at
+
+
+def audit_writes(audit_log: Path, namespace: str) -> collections.Counter[str]:
+    counts: collections.Counter[str] = collections.Counter()
+    for line in audit_log.read_text().splitlines():
+        event = json.loads(line)
+        ref = event.get("objectRef") or {}
+        if (event.get("userAgent", "").startswith("mpi-operator") and ref.get("namespace") == namespace
+                and event["verb"] in ("create", "update", "patch", "delete")):
+            resource = ref.get("resource", "") + ("/" + ref["subresource"] if ref.get("subresource") else "")
+            counts[f"{event['verb']} {resource}"] += 1
+    return counts
+
+
+def api_writes_per_job(cluster: LocalCluster, audit_log: Path, workers: int = 64) -> collections.Counter[str]:
+    namespace = "b5"
+    cluster.kubectl("create", "namespace", namespace, check=True)
+    job = mpijob("b5", workers, runPolicy={"cleanPodPolicy": "Running"})
+    cluster.rest.create(f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs", job)
+
+    def finished_and_cleaned() -> bool:
+        status = cluster.rest.get(f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/b5").get("status", {})
+        done = any(c["type"] == "Succeeded" and c["status"] == "True" for c in status.get("conditions", []))
+        pods = cluster.rest.get(f"/api/v1/namespaces/{namespace}/pods?labelSelector="
+                                "training.kubeflow.org/job-role=worker")["items"]
+        return done and not pods
+
+    wait_for(finished_and_cleaned, timeout=180, interval=0.5, what="the W=64 job to succeed and be cleaned up")
+    wait_for(lambda: audit_writes(audit_log, namespace)["update mpijobs/status"] >= 1, timeout=10)
+    return audit_writes(audit_log, namespace)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sizes", default="1,64,512")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    with tempfile.TemporaryDirectory(prefix="bench-reconciler-") as tmp_name:
+        tmp = Path(tmp_name)
+        (tmp / "audit-policy.yaml").write_text(AUDIT_POLICY)
+        audit_log = tmp / "audit.log"
+        flags = [f"--audit-policy-file={tmp / 'audit-policy.yaml'}", f"--audit-log-path={audit_log}",
+                 "--audit-log-format=json", "--audit-log-mode=batch"]
+        with LocalCluster(nodes=NodePool(count=4, pods="1000"), crds=[CRD], apiserver_flags=flags,
+                          verbose=False) as cluster:
+            reconciler = OperatorReconciler(cluster, tmp, *RECONCILER_FLAGS)
+            reconciler.start()
+            try:
+                reconciler.wait_ready()
+                run(cluster, audit_log, sizes, args.repeats)
+            finally:
+                reconciler.stop()
+
+
+def run(cluster: LocalCluster, audit_log: Path, sizes: list[int], repeats: int) -> None:
+    async def measure() -> tuple[float, dict[int, list[tuple[float, float]]]]:
+        async with ApiLoad(cluster.server, cluster.ca_file, cluster.admin_cert, cluster.admin_key) as load:
+            ceiling = await pod_ceiling(load)
+            timings: dict[int, list[tuple[float, float]]] = {}
+            for repeat in range(repeats):
+                for workers in sizes:
+                    timing = await time_to_all_created(load, f"b3-w{workers}-r{repeat}", workers)
+                    timings.setdefault(workers, []).append(timing)
+                    print(f"B3 W={workers} run {repeat}: all workers {timing[0]:.3f} s, launcher {timing[1]:.3f} s")
+            return ceiling, timings
+
+    ceiling, timings = asyncio.run(measure())
+    writes = api_writes_per_job(cluster, audit_log)
+    print(f"\n# B0/B3 on {platform.node()} (2 cores), kube-apiserver v1.36.3, reconciler {' '.join(RECONCILER_FLAGS)}")
+    print(f"C_max (pod creates/s, raw client, 32 in flight): {ceiling:.0f}")
+    print("| W | time to all workers created (median s) | to launcher Job (median s) | E = W/(TTAC*C_max) |")
+    print("|---|---|---|---|")
+    for workers, runs in timings.items():
+        ttac = statistics.median(r[0] for r in runs)
+        launcher = statistics.median(r[1] for r in runs)
+        print(f"| {workers} | {ttac:.3f} | {launcher:.3f} | {workers / (ttac * ceiling):.2f} |")
+    total = sum(writes.values())
+    print(f"\n# B5 API writes by the reconciler for one W=64 job, creation to Succeeded to cleanup: {total} "
+          f"(minimum W + 11 = 75)")
+    for key, count in sorted(writes.items()):
+        print(f"- {key}: {count}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""The reconciler's command line: upstream's flag names and defaults, clear errors for bad settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.__main__ import main
+from reconciler.options import Options, OptionsError, parse_options
+
+
+def test_upstream_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBEFLOW_NAMESPACE", raising=False)
+    assert parse_options([]) == Options(
+        master="", kubeconfig="", namespace="", threadiness=2, version=False, monitoring_port=0, health_port=8080,
+        gang_scheduling="", lock_namespace="mpi-operator", leader_elect=True, kube_api_qps=5.0, kube_api_burst=10,
+        queue_rate_limit=10.0, queue_burst=100, cluster_domain="", max_concurrent_writes=64, log_level="info",
+        log_format="logfmt")
+
+
+def test_go_style_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBEFLOW_NAMESPACE", "team-a")
+    monkeypatch.setenv("KUBECONFIG", "/from/env")
+    options = parse_options(["-kubeConfig", "/from/flag", "-alsologtostderr", "--threadiness=4",
+                             "-cluster-domain=cluster.local", "--leader-elect=false", "-v=2"])
+    assert (options.kubeconfig, options.namespace, options.threadiness, options.cluster_domain,
+            options.leader_elect) == ("/from/env", "team-a", 4, "cluster.local", False)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--threadiness=0"], "--threadiness must be at least 1, got 0"),
+    (["--monitoring-port=70000"], "--monitoring-port must be a port from 0 to 65535, got 70000"),
+    (["--kube-api-qps=0"], "--kube-api-qps must be positive and --kube-api-burst at least 1"),
+    (["--cluster-domain=.local"], "--cluster-domain must be a DNS domain like cluster.local, got '.local'"),
+    (["--gang-scheduling=volcano"], "--gang-scheduling is not supported yet"),
+])
+def test_invalid_settings_are_refused(argv: list[str], message: str) -> None:
+    with pytest.raises(OptionsError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        parse_options(argv)
+
+
+def test_invalid_settings_exit_non_zero_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--threadiness=-1"]) == 2
+    assert "python -m reconciler: error: --threadiness must be at least 1, got -1" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["API Version: v2", "Version: 0.1.0"]

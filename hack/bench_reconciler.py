@@ -59,7 +59,7 @@ async def pod_ceiling(load: ApiLoad, count: int = 2000) -> float:
 
     await load.closed_loop("/api/v1/namespaces/b0/pods", pod, 100, 32)  # warm-up
     result = await load.closed_loop("/api/v1/namespaces/b0/pods", lambda i: pod(i + 100), count, 32)
-    await load.request("DELETE", "/api/v1/namespaces/b0")
+    await delete_namespace(load, "b0")
     print(f"B0 pod creates: {result.summary()}")
     return result.rate
 
@@ -99,8 +99,18 @@ async def time_to_all_created(load: ApiLoad, namespace: str, workers: int) -> tu
     await asyncio.wait_for(pods, timeout=300)
     all_created = time.perf_counter() - started
     await asyncio.wait_for(jobs, timeout=60)
-    await load.request("DELETE", f"/api/v1/namespaces/{namespace}")
+    await delete_namespace(load, namespace)
     return all_created, launcher_at
+
+
+async def delete_namespace(load: ApiLoad, namespace: str, limit: float = 180) -> None:
+    """Delete a namespace and wait until it is gone, so that one run's cleanup never overlaps the next."""
+    await load.request("DELETE", f"/api/v1/namespaces/{namespace}")
+    deadline = time.monotonic() + limit
+    while (await load.request("GET", f"/api/v1/namespaces/{namespace}"))[0] != 404:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"namespace {namespace} still exists after {limit} s")
+        await asyncio.sleep(0.2)
 
 
 def audit_writes(audit_log: Path, namespace: str) -> collections.Counter[str]:
@@ -137,6 +147,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sizes", default="1,64,512")
+    parser.add_argument("--reconciler-flag", action="append", default=[], help="extra reconciler flag (repeatable)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="bench-reconciler-") as tmp_name:
@@ -147,16 +158,16 @@ def main() -> None:
                  "--audit-log-format=json", "--audit-log-mode=batch"]
         with LocalCluster(nodes=NodePool(count=4, pods="1000"), crds=[CRD], apiserver_flags=flags,
                           verbose=False) as cluster:
-            reconciler = OperatorReconciler(cluster, tmp, *RECONCILER_FLAGS)
+            reconciler = OperatorReconciler(cluster, tmp, *RECONCILER_FLAGS, *args.reconciler_flag)
             reconciler.start()
             try:
                 reconciler.wait_ready()
-                run(cluster, audit_log, sizes, args.repeats)
+                run(cluster, audit_log, sizes, args.repeats, [*RECONCILER_FLAGS, *args.reconciler_flag])
             finally:
                 reconciler.stop()
 
 
-def run(cluster: LocalCluster, audit_log: Path, sizes: list[int], repeats: int) -> None:
+def run(cluster: LocalCluster, audit_log: Path, sizes: list[int], repeats: int, flags: list[str]) -> None:
     async def measure() -> tuple[float, dict[int, list[tuple[float, float]]]]:
         async with ApiLoad(cluster.server, cluster.ca_file, cluster.admin_cert, cluster.admin_key) as load:
             ceiling = await pod_ceiling(load)
@@ -170,7 +181,7 @@ def run(cluster: LocalCluster, audit_log: Path, sizes: list[int], repeats: int) 
 
     ceiling, timings = asyncio.run(measure())
     writes = api_writes_per_job(cluster, audit_log)
-    print(f"\n# B0/B3 on {platform.node()} (2 cores), kube-apiserver v1.36.3, reconciler {' '.join(RECONCILER_FLAGS)}")
+    print(f"\n# B0/B3 on {platform.node()} (2 cores), kube-apiserver v1.36.3, reconciler {' '.join(flags)}")
     print(f"C_max (pod creates/s, raw client, 32 in flight): {ceiling:.0f}")
     print("| W | time to all workers created (median s) | to launcher Job (median s) | E = W/(TTAC*C_max) |")
     print("|---|---|---|---|")

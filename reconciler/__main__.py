@@ -64,7 +64,8 @@ async def run(options: Options) -> int:
     settings = Settings(options.cluster_domain, gang, options.max_concurrent_writes)
     reconciler = Reconciler(Caches(), KubeCluster(client), settings, metrics, generate_ssh_key_pair)
     controller = Controller(client, reconciler, WorkQueue(options.queue_rate_limit, options.queue_burst),
-                            namespace=options.namespace, threadiness=options.threadiness)
+                            namespace=options.namespace, threadiness=options.threadiness,
+                            child_event_delay=options.child_event_delay)
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")

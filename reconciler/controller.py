@@ -30,9 +30,10 @@ CHILD_SELECTOR = "app"  # upstream labels its Service, ConfigMap, Secret and Job
 
 class Controller:
     def __init__(self, client: KubeClient, reconciler: Reconciler, queue: WorkQueue, *, namespace: str = "",
-                 threadiness: int = 2) -> None:
+                 threadiness: int = 2, child_event_delay: float = 0.0) -> None:
         self.client, self.reconciler, self.queue = client, reconciler, queue
         self.namespace, self.threadiness = namespace, threadiness
+        self.child_event_delay = child_event_delay  # events of a job's children within it share one sync
         caches: Caches = reconciler.caches
         self.informers = [
             self._informer(MPIJOBS, caches, "mpijobs", slim.slim_mpijob, self._on_mpijob),
@@ -73,7 +74,7 @@ class Controller:
         if ref is None or ref.get("kind") != c.KIND or not str(ref.get("apiVersion", "")).startswith(c.GROUP + "/"):
             return
         if self.reconciler.caches.mpijobs.get(namespace, str(ref.get("name"))) is not None:
-            self.queue.add(f"{namespace}/{ref.get('name')}")
+            self.queue.add_after(f"{namespace}/{ref.get('name')}", self.child_event_delay)
 
     async def wait_for_sync(self) -> None:
         await asyncio.gather(*(informer.synced.wait() for informer in self.informers))

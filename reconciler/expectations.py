@@ -13,9 +13,12 @@ TTL_SECONDS = 60.0
 
 
 class Expectations:
+    """Names this process created (or deleted) whose creation (or deletion) the cache has not shown yet."""
+
     def __init__(self, ttl: float = TTL_SECONDS) -> None:
         self.ttl = ttl
         self._pending: dict[tuple[str, str], float] = {}
+        self.deletions = _Pending(ttl)
 
     def created(self, namespace: str, name: str) -> None:
         self._pending[(namespace, name)] = time.monotonic() + self.ttl
@@ -29,5 +32,26 @@ class Expectations:
             return False
         if deadline < time.monotonic():
             del self._pending[(namespace, name)]
+            return False
+        return True
+
+
+class _Pending:
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._until: dict[tuple[str, str], float] = {}
+
+    def add(self, namespace: str, name: str) -> None:
+        self._until[(namespace, name)] = time.monotonic() + self.ttl
+
+    def discard(self, namespace: str, name: str) -> None:
+        self._until.pop((namespace, name), None)
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        deadline = self._until.get(key)
+        if deadline is None:
+            return False
+        if deadline < time.monotonic():
+            del self._until[key]
             return False
         return True

@@ -31,6 +31,7 @@ class Options:
     queue_burst: int
     cluster_domain: str
     max_concurrent_writes: int
+    child_event_delay: float
     log_level: str
     log_format: str
 
@@ -75,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(parser, "cluster-domain", dest="cluster_domain", default="", help="appended to hostfile entries")
     _flag(parser, "max-concurrent-writes", dest="max_concurrent_writes", type=int, default=64,
           help="API writes in flight at once for one job, e.g. worker creates (default 64)")
+    _flag(parser, "child-event-delay", dest="child_event_delay", type=float, default=0.2,
+          help="seconds a job's sync waits after an event of one of its children, so that a burst of pod "
+               "events costs one sync and one status write (default 0.2)")
     _flag(parser, "log-level", dest="log_level", default="info", choices=["debug", "info", "warning", "error"])
     _flag(parser, "log-format", dest="log_format", default="logfmt", choices=["logfmt", "json"])
     for name in _KLOG_BOOL:
@@ -93,7 +97,8 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         gang_scheduling=args.gang_scheduling, lock_namespace=args.lock_namespace, leader_elect=args.leader_elect,
         kube_api_qps=args.kube_api_qps, kube_api_burst=args.kube_api_burst, queue_rate_limit=args.queue_rate_limit,
         queue_burst=args.queue_burst, cluster_domain=args.cluster_domain,
-        max_concurrent_writes=args.max_concurrent_writes, log_level=args.log_level, log_format=args.log_format,
+        max_concurrent_writes=args.max_concurrent_writes, child_event_delay=args.child_event_delay,
+        log_level=args.log_level, log_format=args.log_format,
     )
     check(options)
     return options
@@ -110,6 +115,8 @@ def check(options: Options) -> None:
         problems.append("--kube-api-qps must be positive and --kube-api-burst at least 1")
     if options.queue_rate_limit <= 0 or options.queue_burst < 1:
         problems.append("--controller-queue-rate-limit must be positive and --controller-queue-burst at least 1")
+    if not 0 <= options.child_event_delay <= 10:
+        problems.append(f"--child-event-delay must be from 0 to 10 seconds, got {options.child_event_delay}")
     if options.max_concurrent_writes < 1:
         problems.append("--max-concurrent-writes must be at least 1")
     if options.cluster_domain.startswith(".") or " " in options.cluster_domain:

@@ -41,19 +41,29 @@ async def _bounded(ctx: JobContext, calls: Iterable[Awaitable[Any]]) -> list[Any
     return list(await asyncio.gather(*(one(call) for call in calls)))
 
 
+def _deletable(ctx: JobContext, pod: JSONDict) -> bool:
+    """Not terminating yet, as far as the cache or this process's own recent deletes know."""
+    name = meta(pod)["name"]
+    if meta(pod).get("deletionTimestamp"):
+        ctx.expectations.deletions.discard(ctx.namespace, name)
+        return False
+    return (ctx.namespace, name) not in ctx.expectations.deletions
+
+
 async def _delete(ctx: JobContext, pod: JSONDict) -> None:
+    name = meta(pod)["name"]
     try:
-        await ctx.cluster.delete(PODS, ctx.namespace, meta(pod)["name"])
+        await ctx.cluster.delete(PODS, ctx.namespace, name)
     except ApiError as error:
         if not error.not_found:
             raise
+    ctx.expectations.deletions.add(ctx.namespace, name)
 
 
 async def scale_down(ctx: JobContext) -> None:
     """Delete owned workers whose index is at or beyond the replica count, highest index first."""
     extra = [(index, p) for p in owned_workers(ctx)
-             if (index := worker_index(ctx, p)) is not None and index >= ctx.worker_replicas
-             and not meta(p).get("deletionTimestamp")]
+             if (index := worker_index(ctx, p)) is not None and index >= ctx.worker_replicas and _deletable(ctx, p)]
     await _bounded(ctx, (_delete(ctx, p) for _, p in sorted(extra, key=lambda item: -item[0])))
 
 
@@ -106,7 +116,7 @@ async def clean_up(ctx: JobContext) -> None:
     suspending) delete every worker. Pods already terminating are left to finish."""
     doomed = []
     for pod in owned_workers(ctx):
-        if meta(pod).get("deletionTimestamp"):
+        if not _deletable(ctx, pod):
             continue
         if ctx.clean_pod_policy == c.CLEAN_POD_POLICY_RUNNING and phase(pod) not in ("Running", "Pending", ""):
             continue

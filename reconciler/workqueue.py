@@ -23,7 +23,7 @@ class WorkQueue:
         self._ready = asyncio.Condition()
         self._bucket = TokenBucket(rate, burst)
         self.base_delay, self.max_delay = base_delay, max_delay
-        self._timers: set[asyncio.TimerHandle] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
 
     def add(self, key: str) -> None:
         if key in self._dirty:
@@ -48,15 +48,20 @@ class WorkQueue:
         self.add_after(key, self.when(key))
 
     def add_after(self, key: str, delay: float) -> None:
+        """Add ``key`` after ``delay`` seconds; an earlier pending add of the key stands (bursts coalesce)."""
         if delay <= 0:
             self.add(key)
             return
         loop = asyncio.get_running_loop()
-        handle = loop.call_later(delay, self._fire, key)
-        self._timers.add(handle)
+        pending = self._timers.get(key)
+        if pending is not None and pending.when() <= loop.time() + delay:
+            return
+        if pending is not None:
+            pending.cancel()
+        self._timers[key] = loop.call_later(delay, self._fire, key)
 
     def _fire(self, key: str) -> None:
-        self._timers = {t for t in self._timers if not t.cancelled() and t.when() > asyncio.get_running_loop().time()}
+        self._timers.pop(key, None)
         self.add(key)
 
     def forget(self, key: str) -> None:
@@ -83,6 +88,6 @@ class WorkQueue:
         return len(self._queue)
 
     def shutdown(self) -> None:
-        for handle in self._timers:
+        for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()

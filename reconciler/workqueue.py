@@ -60,6 +60,10 @@ class WorkQueue:
             pending.cancel()
         self._timers[key] = loop.call_later(delay, self._fire, key)
 
+    def scheduled(self, key: str) -> bool:
+        """True while a delayed add of ``key`` is pending."""
+        return key in self._timers
+
     def _fire(self, key: str) -> None:
         self._timers.pop(key, None)
         self.add(key)

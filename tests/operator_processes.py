@@ -149,10 +149,11 @@ class OperatorReconciler(_Process):
     def __init__(self, cluster: LocalCluster, work_dir: Path, *extra: str, name: str = "reconciler") -> None:
         self.dir = work_dir / name
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.health_port = free_port()
+        self.health_port, self.monitoring_port = free_port(), free_port()
         argv = [sys.executable, "-m", "reconciler", f"--kubeConfig={cluster.kubeconfig}", "--leader-elect=false",
-                f"--health-port={self.health_port}", "--kube-api-qps=200", "--kube-api-burst=400",
-                "--controller-queue-rate-limit=100", "--threadiness=4", *extra]
+                f"--health-port={self.health_port}", f"--monitoring-port={self.monitoring_port}",
+                "--kube-api-qps=200", "--kube-api-burst=400", "--controller-queue-rate-limit=100", "--threadiness=4",
+                *extra]
         super().__init__(name, argv, self.dir / f"{name}.log")
 
     def wait_ready(self) -> None:

@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 CLUSTER_DIR := .cluster
 
 .DEFAULT_GOAL := help
-.PHONY: help venv testbin lint unit integration test demo cluster-up cluster-down crd certs bench-webhook bench-admission clean
+.PHONY: help venv testbin lint unit integration test demo cluster-up cluster-down crd bench-webhook bench-admission bench-reconciler clean
 
 help:
 	@echo "make demo          set everything up, start a local control plane and the operator, run the examples"
@@ -18,6 +18,7 @@ help:
 	@echo "make cluster-down  stop it"
 	@echo "make crd           regenerate deploy/crds/kubeflow.org_mpijobs.yaml"
 	@echo "make bench-webhook webhook server benchmark (B2); make bench-admission: through the API server (B0/B1)"
+	@echo "make bench-reconciler  pod-create ceiling, time to all workers created, API writes per job (B0/B3/B5)"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -61,6 +62,9 @@ bench-webhook: $(STAMP)
 
 bench-admission: $(STAMP) testbin
 	$(PY) -m hack.bench_admission
+
+bench-reconciler: $(STAMP) testbin
+	$(PY) -m hack.bench_reconciler
 
 clean:
 	rm -rf $(VENV) $(CLUSTER_DIR) .mypy_cache .ruff_cache .pytest_cache

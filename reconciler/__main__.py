@@ -60,12 +60,12 @@ async def run(options: Options) -> int:
             return 1
         raise
     metrics = OperatorMetrics()
-    gang = GangScheduling(options.gang_scheduling) if options.gang_scheduling else None
+    gang = GangScheduling.from_flag(options.gang_scheduling)
     settings = Settings(options.cluster_domain, gang, options.max_concurrent_writes)
     reconciler = Reconciler(Caches(), KubeCluster(client), settings, metrics, generate_ssh_key_pair)
     controller = Controller(client, reconciler, WorkQueue(options.queue_rate_limit, options.queue_burst),
                             namespace=options.namespace, threadiness=options.threadiness,
-                            child_event_delay=options.child_event_delay)
+                            child_event_delay=options.child_event_delay, gang=gang)
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")

@@ -74,6 +74,13 @@ def slim_secret(obj: JSONDict) -> JSONDict | None:
             "data": dict.fromkeys(obj.get("data") or {}, "")}
 
 
+def slim_pod_group(obj: JSONDict) -> JSONDict | None:
+    if not _owned_by_mpijob(obj):
+        return None
+    return {"apiVersion": obj.get("apiVersion", ""), "kind": "PodGroup", "metadata": _slim_meta(obj),
+            "spec": dict(obj.get("spec") or {})}
+
+
 def slim_mpijob(obj: JSONDict) -> JSONDict | None:
     return obj
 
@@ -88,3 +95,4 @@ class Caches:
     services: Store = field(default_factory=Store)
     config_maps: Store = field(default_factory=Store)
     secrets: Store = field(default_factory=Store)
+    pod_groups: Store = field(default_factory=Store)  # only with --gang-scheduling

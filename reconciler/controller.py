@@ -12,11 +12,24 @@ import time
 from typing import Any
 
 from reconciler import caches as slim
+from reconciler.builders import GangScheduling
 from reconciler.caches import Caches
 from reconciler.context import ResourceExistsError
 from reconciler.informer import Informer
 from reconciler.kube import ApiError, KubeClient
-from reconciler.resources import CONFIG_MAPS, JOBS, MPIJOBS, PODS, SECRETS, SERVICES, Resource, controller_of, meta
+from reconciler.resources import (
+    CONFIG_MAPS,
+    JOBS,
+    MPIJOBS,
+    PODS,
+    SCHEDULER_PLUGINS_POD_GROUPS,
+    SECRETS,
+    SERVICES,
+    VOLCANO_POD_GROUPS,
+    Resource,
+    controller_of,
+    meta,
+)
 from reconciler.store import Store
 from reconciler.sync import Reconciler
 from reconciler.workqueue import WorkQueue
@@ -30,7 +43,7 @@ CHILD_SELECTOR = "app"  # upstream labels its Service, ConfigMap, Secret and Job
 
 class Controller:
     def __init__(self, client: KubeClient, reconciler: Reconciler, queue: WorkQueue, *, namespace: str = "",
-                 threadiness: int = 2, child_event_delay: float = 0.0) -> None:
+                 threadiness: int = 2, child_event_delay: float = 0.0, gang: GangScheduling | None = None) -> None:
         self.client, self.reconciler, self.queue = client, reconciler, queue
         self.namespace, self.threadiness = namespace, threadiness
         self.child_event_delay = child_event_delay  # events of a job's children within it share one sync
@@ -43,6 +56,10 @@ class Controller:
             self._informer(CONFIG_MAPS, caches, "config_maps", slim.slim_config_map, self._on_child, CHILD_SELECTOR),
             self._informer(SECRETS, caches, "secrets", slim.slim_secret, self._on_child, CHILD_SELECTOR),
         ]
+        if gang is not None:  # PodGroups carry no label of ours: watched unfiltered, cached only when owned
+            resource = VOLCANO_POD_GROUPS if gang.is_volcano else SCHEDULER_PLUGINS_POD_GROUPS
+            self.informers.append(self._informer(resource, caches, "pod_groups", slim.slim_pod_group,
+                                                 self._on_child))
 
     def _informer(self, resource: Resource, caches: Caches, attr: str, slimmer: slim.Slimmer,
                   handler: Any, selector: str = "") -> Informer:

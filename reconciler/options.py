@@ -121,8 +121,5 @@ def check(options: Options) -> None:
         problems.append("--max-concurrent-writes must be at least 1")
     if options.cluster_domain.startswith(".") or " " in options.cluster_domain:
         problems.append(f"--cluster-domain must be a DNS domain like cluster.local, got {options.cluster_domain!r}")
-    if options.gang_scheduling:
-        problems.append("--gang-scheduling is not supported yet: PodGroups are not created, so gang-scheduled pods "
-                        "would never start (see docs/reconciler.md)")
     if problems:
         raise OptionsError("; ".join(problems))

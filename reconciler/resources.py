@@ -43,6 +43,9 @@ EVENTS = Resource("", "v1", "events", "Event")
 JOBS = Resource("batch", "v1", "jobs", "Job")
 MPIJOBS = Resource(c.GROUP, c.VERSION, c.PLURAL, c.KIND)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+VOLCANO_POD_GROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
+SCHEDULER_PLUGINS_POD_GROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 
 
 def controller_of(obj: JSONDict) -> JSONDict | None:

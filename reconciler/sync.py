@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler import children, workers
+from reconciler import children, gang, workers
 from reconciler.caches import Caches
 from reconciler.cluster import Cluster
 from reconciler.context import JobContext, Settings
@@ -80,6 +80,8 @@ class Reconciler:
             if ctx.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING):
                 await workers.clean_up(ctx)
                 status.setdefault("replicaStatuses", {})[c.WORKER] = {}
+                if self.settings.gang is not None:
+                    await gang.delete_pod_group(ctx)
             await self._write_status(ctx, before, status, events)
             return "finished"
         if not status.get("startTime") and not ctx.suspended:
@@ -91,6 +93,8 @@ class Reconciler:
             await children.ensure_config_map(ctx)
             await children.ensure_secret(ctx)
             if not ctx.suspended:
+                if self.settings.gang is not None:
+                    await gang.ensure_pod_group(ctx)
                 worker_pods = await workers.ensure_workers(ctx)
             if launcher is None and (ctx.launcher_at_startup or workers.all_ready(worker_pods)):
                 launcher = await children.create_launcher(ctx)
@@ -98,6 +102,8 @@ class Reconciler:
             launcher = await children.sync_launcher_suspension(ctx, launcher)
         if ctx.suspended:
             await workers.clean_up(ctx)
+            if self.settings.gang is not None:
+                await gang.delete_pod_group(ctx)
         seen = Observed(launcher, children.launcher_pods(ctx, launcher), worker_pods, ctx.suspended)
         status, update = compute_status(ctx.namespace, ctx.name, status, seen, ctx.now)
         await self._write_status(ctx, before, status, events + update.events)

@@ -10,16 +10,24 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from reconciler.caches import Caches, slim_config_map, slim_job, slim_mpijob, slim_pod, slim_secret, slim_service
+from reconciler.caches import (
+    Caches,
+    slim_config_map,
+    slim_job,
+    slim_mpijob,
+    slim_pod,
+    slim_pod_group,
+    slim_secret,
+    slim_service,
+)
 from reconciler.kube import ApiError
-from reconciler.resources import CONFIG_MAPS, JOBS, MPIJOBS, PODS, SECRETS, SERVICES, Resource
+from reconciler.resources import Resource
 from reconciler.status import Event
 
 JSONDict = dict[str, Any]
 _SLIM = {"pods": (slim_pod, "pods"), "jobs": (slim_job, "jobs"), "services": (slim_service, "services"),
          "configmaps": (slim_config_map, "config_maps"), "secrets": (slim_secret, "secrets"),
-         "mpijobs": (slim_mpijob, "mpijobs")}
-RESOURCES = {r.plural: r for r in (PODS, JOBS, SERVICES, CONFIG_MAPS, SECRETS, MPIJOBS)}
+         "mpijobs": (slim_mpijob, "mpijobs"), "podgroups": (slim_pod_group, "pod_groups")}
 
 
 class FakeCluster:
@@ -38,7 +46,7 @@ class FakeCluster:
         metadata = obj["metadata"]
         metadata.setdefault("resourceVersion", "1")
         self.server[(resource.plural, metadata.get("namespace", ""), metadata["name"])] = obj
-        if cached:
+        if cached and resource.plural in _SLIM:  # the reconciler has informers for these only
             slimmer, attr = _SLIM[resource.plural]
             slim = slimmer(copy.deepcopy(obj))
             if slim is not None:

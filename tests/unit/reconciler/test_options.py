@@ -32,7 +32,6 @@ def test_go_style_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None
     (["--monitoring-port=70000"], "--monitoring-port must be a port from 0 to 65535, got 70000"),
     (["--kube-api-qps=0"], "--kube-api-qps must be positive and --kube-api-burst at least 1"),
     (["--cluster-domain=.local"], "--cluster-domain must be a DNS domain like cluster.local, got '.local'"),
-    (["--gang-scheduling=volcano"], "--gang-scheduling is not supported yet"),
 ])
 def test_invalid_settings_are_refused(argv: list[str], message: str) -> None:
     with pytest.raises(OptionsError, match=message.replace(".", r"\.").replace("(", r"\(")):

@@ -1,0 +1,80 @@
+"""Gang scheduling: the job's PodGroup (Volcano or scheduler-plugins), kept in step with its spec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler import builders
+from reconciler.context import JobContext
+from reconciler.kube import ApiError
+from reconciler.resources import (
+    PRIORITY_CLASSES,
+    SCHEDULER_PLUGINS_POD_GROUPS,
+    VOLCANO_POD_GROUPS,
+    Resource,
+    is_controlled_by,
+    meta,
+)
+from shared.api import constants as c
+from shared.api import names
+
+JSONDict = dict[str, Any]
+
+
+def pod_group_resource(ctx: JobContext) -> Resource:
+    assert ctx.settings.gang is not None
+    return VOLCANO_POD_GROUPS if ctx.settings.gang.is_volcano else SCHEDULER_PLUGINS_POD_GROUPS
+
+
+async def _priorities(ctx: JobContext) -> dict[str, int | None]:
+    """The values of the PriorityClasses the pod templates name (missing ones: None)."""
+    values: dict[str, int | None] = {}
+    for replica_type in c.REPLICA_TYPES:
+        spec = ctx.job.replica_spec(replica_type)
+        name = ((spec.template or {}).get("spec") or {}).get("priorityClassName") if spec else None
+        if isinstance(name, str) and name and name not in values:
+            try:
+                values[name] = int((await ctx.cluster.get(PRIORITY_CLASSES, "", name)).get("value", 0))
+            except ApiError as error:
+                if not error.not_found:
+                    raise
+                values[name] = None
+    return values
+
+
+async def ensure_pod_group(ctx: JobContext) -> None:
+    """Create the PodGroup, or replace its spec when the job's scheduling policy changed."""
+    assert ctx.settings.gang is not None
+    resource = pod_group_resource(ctx)
+    priorities = await _priorities(ctx)
+    desired = builders.build_pod_group(ctx.job, ctx.settings.gang, priorities.get)
+    name = desired["metadata"]["name"]
+    existing = ctx.caches.pod_groups.get(ctx.namespace, name)
+    if existing is None:
+        try:
+            await ctx.cluster.create(resource, desired)
+            return
+        except ApiError as error:
+            if not error.already_exists:
+                raise
+            existing = await ctx.cluster.get(resource, ctx.namespace, name)
+    if not is_controlled_by(existing, ctx.uid):
+        raise await ctx.not_ours(name, "PodGroup")
+    if existing.get("spec") != desired["spec"]:
+        current = await ctx.cluster.get(resource, ctx.namespace, name)
+        await ctx.cluster.replace(resource, {**current, "spec": desired["spec"]})
+
+
+async def delete_pod_group(ctx: JobContext) -> None:
+    """Delete the PodGroup if it exists (suspension and cleanup)."""
+    name = names.pod_group_name(ctx.name)
+    existing = ctx.caches.pod_groups.get(ctx.namespace, name)
+    if existing is None:
+        return
+    if not is_controlled_by(existing, ctx.uid):
+        raise await ctx.not_ours(meta(existing)["name"], "PodGroup")
+    try:
+        await ctx.cluster.delete(pod_group_resource(ctx), ctx.namespace, name)
+    except ApiError as error:
+        if not error.not_found:
+            raise

@@ -1,0 +1,85 @@
+"""Gang scheduling in the sync loop: the PodGroup is created before the workers, follows the job's
+scheduling policy, and is deleted on suspension and on cleanup (controller.md 2.6)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from reconciler import builders
+from reconciler.builders import GangScheduling
+from reconciler.context import ResourceExistsError, Settings
+from reconciler.metrics import OperatorMetrics
+from reconciler.resources import MPIJOBS, PRIORITY_CLASSES, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
+from reconciler.sync import Reconciler
+from tests.unit.reconciler.test_sync import KEYS, NOW, World, created_condition, defaulted, new_mpijob
+
+VOLCANO = GangScheduling("volcano")
+PLUGINS = GangScheduling("scheduler-plugins-scheduler")
+
+
+def gang_world(job: dict[str, Any], gang: GangScheduling) -> World:
+    world = World(job)
+    world.reconciler = Reconciler(world.caches, world.cluster, Settings(gang=gang),
+                                  OperatorMetrics(CollectorRegistry()), lambda: KEYS, lambda: NOW)
+    return world
+
+
+@pytest.mark.parametrize("gang", [VOLCANO, PLUGINS], ids=["volcano", "scheduler-plugins"])
+async def test_pod_group_before_workers_and_decorated_pods(gang: GangScheduling) -> None:
+    job = new_mpijob(workers=2)
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["priorityClassName"] = "high"
+    world = gang_world(job, gang)
+    world.cluster.given(PRIORITY_CLASSES, {"metadata": {"name": "high"}, "value": 1000})
+    await world.sync()
+    assert world.cluster.actions == [
+        ("create", "services", "test"), ("create", "configmaps", "test-config"), ("create", "secrets", "test-ssh"),
+        ("create", "podgroups", "test"), ("create", "pods", "test-worker-0"), ("create", "pods", "test-worker-1"),
+        ("create", "jobs", "test-launcher"), ("update_status", "mpijobs", "test")]
+    model = defaulted(job)
+    assert world.cluster.created("podgroups", "test") == builders.build_pod_group(model, gang, {"high": 1000}.get)
+    worker = world.cluster.created("pods", "test-worker-0")
+    assert worker == builders.build_worker(model, 0, gang)
+    assert worker["spec"]["schedulerName"] == gang.scheduler_name
+    assert world.cluster.created("jobs", "test-launcher") == builders.build_launcher_job(model, gang)
+
+
+async def test_pod_group_follows_the_scheduling_policy() -> None:
+    job = new_mpijob(workers=2)
+    job["status"] = {"conditions": [created_condition()], "startTime": "2026-11-29T11:00:00Z"}
+    world = gang_world(job, PLUGINS)
+    world.add_dependencies(["test-worker-0", "test-worker-1"])
+    world.add_workers(2, "Running")
+    world.add_launcher(pods=[{"phase": "Running"}])
+    world.cluster.given(SCHEDULER_PLUGINS_POD_GROUPS, builders.build_pod_group(defaulted(job), PLUGINS))
+    changed = copy.deepcopy(job)
+    changed["spec"]["runPolicy"]["schedulingPolicy"] = {"scheduleTimeoutSeconds": 10, "minAvailable": 2}
+    world.cluster.given(MPIJOBS, changed)
+    await world.sync()
+    assert world.cluster.actions == [("update", "podgroups", "test"), ("update_status", "mpijobs", "test")]
+    updated = world.cluster.writes[0][3]
+    assert updated["spec"] == builders.build_pod_group(defaulted(changed), PLUGINS)["spec"]
+    assert (updated["spec"]["minMember"], updated["spec"]["scheduleTimeoutSeconds"]) == (2, 10)
+
+
+async def test_suspension_deletes_the_pod_group() -> None:
+    job = new_mpijob(workers=2, runPolicy={"cleanPodPolicy": "None", "suspend": True})
+    world = gang_world(job, VOLCANO)
+    world.cluster.given(VOLCANO_POD_GROUPS, builders.build_pod_group(defaulted(job), VOLCANO))
+    await world.sync()
+    assert ("delete", "podgroups", "test") in world.cluster.actions
+    assert not [a for a in world.cluster.actions if a[:2] == ("create", "pods")]
+
+
+async def test_a_foreign_pod_group_blocks_the_job() -> None:
+    job = new_mpijob(workers=2)
+    world = gang_world(job, VOLCANO)
+    foreign = builders.build_pod_group(defaulted(job), VOLCANO)
+    foreign["metadata"].pop("ownerReferences")
+    world.cluster.given(VOLCANO_POD_GROUPS, foreign, cached=False)
+    with pytest.raises(ResourceExistsError, match='Resource "test" of Kind "PodGroup" already exists'):
+        await world.sync()
+    assert not [a for a in world.cluster.actions if a[:2] == ("create", "pods")]

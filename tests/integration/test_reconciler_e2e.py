@@ -233,16 +233,23 @@ def test_reconciler_killed_mid_creation_resumes_without_duplicates(jobs: Jobs, r
                                                                    cluster: LocalCluster) -> None:
     reconciler.restart("--kube-api-qps=15", "--kube-api-burst=5")
     jobs.create(mpijob("big", 64, launcher_labels=HANG))
-    wait_for(lambda: 5 <= len(jobs.workers("big")) < 64 or None, timeout=60, interval=0.05,
-             what="the reconciler part-way through creating 64 workers")
+    until(lambda: 5 <= len(jobs.workers("big")) < 64 or None, timeout=60, interval=0.05,
+          what="the reconciler part-way through creating 64 workers")
     reconciler.restart(crash=True)
-    created_before = len(jobs.workers("big"))
-    assert created_before < 64
     jobs.wait_workers("big", 64, "Running", timeout=120)
     jobs.wait_condition("big", "Running", timeout=60)
     assert _owned_counts(jobs, "big") == {"pods": 65, "distinct": 65}  # 64 workers + 1 launcher pod
-    for plural, name in (("services", "big"), ("configmaps", "big-config"), ("secrets", "big-ssh")):
-        assert jobs.object(plural, name) is not None
     launchers = cluster.rest.get(jobs.path("jobs", group="batch/v1"))["items"]
     assert [j["metadata"]["name"] for j in launchers] == ["big-launcher"]
     assert jobs.get("big")["status"]["replicaStatuses"]["Worker"] == {"active": 64}
+    # let the launcher finish: the job completes and its workers are cleaned up, nothing left behind
+    launcher_pod = jobs.pods("training.kubeflow.org/job-name=big,training.kubeflow.org/job-role=launcher")[0]
+    cluster.rest.merge_patch(jobs.path("pods", launcher_pod["metadata"]["name"]),
+                             {"metadata": {"labels": {"test.mpijob/outcome": "succeed"}}})
+    jobs.wait_condition("big", "Succeeded", timeout=90)
+    jobs.wait_workers("big", 0)
+    for plural in ("services", "configmaps", "secrets"):
+        names = sorted(o["metadata"]["name"] for o in cluster.rest.get(jobs.path(plural))["items"]
+                       if (o["metadata"].get("ownerReferences") or [{}])[0].get("name") == "big")
+        assert len(names) == 1, (plural, names)
+    assert [e["reason"] for e in jobs.events("big")].count("MPIJobCreated") == 1

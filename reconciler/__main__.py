@@ -23,6 +23,7 @@ from reconciler.leader import LeaderElector
 from reconciler.metrics import OperatorMetrics
 from reconciler.options import Options, OptionsError, parse_options
 from reconciler.resources import MPIJOBS
+from reconciler.settle import Settler
 from reconciler.sshkeys import generate_ssh_key_pair
 from reconciler.sync import Reconciler
 from reconciler.workqueue import WorkQueue
@@ -62,7 +63,8 @@ async def run(options: Options) -> int:
     metrics = OperatorMetrics()
     gang = GangScheduling.from_flag(options.gang_scheduling)
     settings = Settings(options.cluster_domain, gang, options.max_concurrent_writes)
-    reconciler = Reconciler(Caches(), KubeCluster(client), settings, metrics, generate_ssh_key_pair)
+    reconciler = Reconciler(Caches(), KubeCluster(client), settings, metrics, generate_ssh_key_pair,
+                            settler=Settler(options.progress_write_interval))
     controller = Controller(client, reconciler, WorkQueue(options.queue_rate_limit, options.queue_burst),
                             namespace=options.namespace, threadiness=options.threadiness,
                             child_event_delay=options.child_event_delay, gang=gang)

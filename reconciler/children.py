@@ -78,10 +78,14 @@ async def ensure_config_map(ctx: JobContext) -> None:
     desired = builders.build_config_map(ctx.job, ctx.settings.cluster_domain, running_workers(ctx))
     existing, created = await _get_or_create(ctx, ctx.caches.config_maps, CONFIG_MAPS, desired)
     if not created and existing.get("data") != desired["data"]:
+        progress_only = (existing.get("data") or {}).get(c.HOSTFILE_NAME) == desired["data"][c.HOSTFILE_NAME]
+        if progress_only and ctx.settler.postpone(ctx.key, ctx.uid, "config"):
+            return  # only the Running workers in discover_hosts.sh changed: written at most every interval
         removed: dict[str, Any] = {key: None for key in existing.get("data") or {} if key not in desired["data"]}
         data = {**removed, **desired["data"]}
         patch = {"metadata": {"resourceVersion": meta(existing)["resourceVersion"]}, "data": data}
         await ctx.cluster.patch(CONFIG_MAPS, ctx.namespace, meta(existing)["name"], patch)
+        ctx.settler.wrote(ctx.uid, "config")
 
 
 async def ensure_secret(ctx: JobContext) -> None:

@@ -12,6 +12,7 @@ from reconciler.caches import Caches
 from reconciler.cluster import Cluster
 from reconciler.expectations import Expectations
 from reconciler.kube import ApiError
+from reconciler.settle import Settler
 from reconciler.sshkeys import SSHKeyPair
 from reconciler.status import Event
 from shared.api import MPIJob
@@ -42,6 +43,11 @@ class JobContext:
     keygen: Callable[[], SSHKeyPair]
     now: str
     expectations: Expectations = field(default_factory=Expectations)
+    settler: Settler = field(default_factory=Settler)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
     @property
     def name(self) -> str:

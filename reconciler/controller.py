@@ -47,6 +47,7 @@ class Controller:
         self.client, self.reconciler, self.queue = client, reconciler, queue
         self.namespace, self.threadiness = namespace, threadiness
         self.child_event_delay = child_event_delay  # events of a job's children within it share one sync
+        reconciler.settler.requeue = queue.add_after
         caches: Caches = reconciler.caches
         self.informers = [
             self._informer(MPIJOBS, caches, "mpijobs", slim.slim_mpijob, self._on_mpijob),

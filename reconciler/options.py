@@ -32,6 +32,7 @@ class Options:
     cluster_domain: str
     max_concurrent_writes: int
     child_event_delay: float
+    progress_write_interval: float
     log_level: str
     log_format: str
 
@@ -79,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(parser, "child-event-delay", dest="child_event_delay", type=float, default=0.2,
           help="seconds a job's sync waits after an event of one of its children, so that a burst of pod "
                "events costs one sync and one status write (default 0.2)")
+    _flag(parser, "progress-write-interval", dest="progress_write_interval", type=float, default=1.0,
+          help="least seconds between a job's writes that only report progress (worker counts, Running workers "
+               "in discover_hosts.sh); condition changes are written at once (default 1; 0: every change)")
     _flag(parser, "log-level", dest="log_level", default="info", choices=["debug", "info", "warning", "error"])
     _flag(parser, "log-format", dest="log_format", default="logfmt", choices=["logfmt", "json"])
     for name in _KLOG_BOOL:
@@ -98,6 +102,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         kube_api_qps=args.kube_api_qps, kube_api_burst=args.kube_api_burst, queue_rate_limit=args.queue_rate_limit,
         queue_burst=args.queue_burst, cluster_domain=args.cluster_domain,
         max_concurrent_writes=args.max_concurrent_writes, child_event_delay=args.child_event_delay,
+        progress_write_interval=args.progress_write_interval,
         log_level=args.log_level, log_format=args.log_format,
     )
     check(options)
@@ -117,6 +122,9 @@ def check(options: Options) -> None:
         problems.append("--controller-queue-rate-limit must be positive and --controller-queue-burst at least 1")
     if not 0 <= options.child_event_delay <= 10:
         problems.append(f"--child-event-delay must be from 0 to 10 seconds, got {options.child_event_delay}")
+    if not 0 <= options.progress_write_interval <= 60:
+        interval = options.progress_write_interval
+        problems.append(f"--progress-write-interval must be from 0 to 60 seconds, got {interval}")
     if options.max_concurrent_writes < 1:
         problems.append("--max-concurrent-writes must be at least 1")
     if options.cluster_domain.startswith(".") or " " in options.cluster_domain:

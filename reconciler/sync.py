@@ -22,6 +22,7 @@ from reconciler.context import JobContext, Settings
 from reconciler.expectations import Expectations
 from reconciler.metrics import OperatorMetrics
 from reconciler.resources import MPIJOBS
+from reconciler.settle import Settler
 from reconciler.sshkeys import SSHKeyPair
 from reconciler.status import Event, Observed, compute_status, is_finished, launcher_done, set_condition, truncate
 from shared.api import MPIJob, aggregate, defaulted_dict, validate
@@ -29,6 +30,10 @@ from shared.api import constants as c
 
 JSONDict = dict[str, Any]
 logger = logging.getLogger("reconciler")
+
+
+def _without_counts(status: JSONDict) -> JSONDict:
+    return {key: value for key, value in status.items() if key != "replicaStatuses"}
 
 
 def rfc3339(moment: datetime) -> str:
@@ -44,6 +49,7 @@ class Reconciler:
     keygen: Callable[[], SSHKeyPair]
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     expectations: Expectations = field(default_factory=Expectations)
+    settler: Settler = field(default_factory=Settler)
 
     async def sync(self, key: str) -> str:
         """Reconcile the MPIJob ``namespace/name``; returns what happened, raises to be retried."""
@@ -65,7 +71,7 @@ class Reconciler:
                                             truncate(f"Found validation errors: {aggregate(errors)}"))])
             return "invalid"
         ctx = JobContext(job, cached, self.caches, self.cluster, self.settings, self.keygen, rfc3339(self.clock()),
-                         self.expectations)
+                         self.expectations, self.settler)
         return await self._reconcile(ctx)
 
     async def _reconcile(self, ctx: JobContext) -> str:
@@ -113,10 +119,15 @@ class Reconciler:
         return "synced"
 
     async def _write_status(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event]) -> None:
-        """One status write, only on change, with the resourceVersion read (a conflict is retried)."""
+        """One status write, only on change, with the resourceVersion read (a conflict is retried); a change of
+        worker counts alone is spaced out by the settler."""
         if status != before:
+            progress_only = _without_counts(status) == _without_counts(before)
+            if progress_only and self.settler.postpone(ctx.key, ctx.uid, "status"):
+                return
             body = {**ctx.cached, "status": status}
             await self.cluster.replace_status(MPIJOBS, body)
+            self.settler.wrote(ctx.uid, "status")
             if any(e.reason == c.REASON_CREATED for e in events):
                 self.metrics.jobs_created.inc()
         await self._emit(ctx.cached, events)

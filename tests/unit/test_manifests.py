@@ -282,3 +282,22 @@ def test_dockerfile(component: str) -> None:
     assert f'RUN pip install ".[{component}]"' in lines
     assert "USER 65532:65532" in lines
     assert lines[-1] == f'ENTRYPOINT ["python", "-m", "{component}"]'
+
+
+def _container_args(path: Path) -> list[str]:
+    deployment = yaml.safe_load(path.read_text())
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return [str(arg) for arg in container.get("args", [])]
+
+
+def test_shipped_deployment_args_are_accepted_by_our_command_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Deployments and the CLIs cannot drift apart: each container's args parse with the real parser."""
+    from reconciler.options import parse_options  # noqa: PLC0415
+    from webhook.__main__ import parse_args  # noqa: PLC0415
+
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    reconciler = parse_options(_container_args(DEPLOY / "reconciler" / "deployment.yaml"))
+    assert (reconciler.lock_namespace, reconciler.monitoring_port, reconciler.health_port) == ("mpi-operator", 9090,
+                                                                                                8080)
+    webhook = parse_args(_container_args(DEPLOY / "webhook" / "deployment.yaml"))
+    assert (webhook.port, webhook.tls_cert_file, webhook.tls_key_file) == (9443, "/tls/tls.crt", "/tls/tls.key")

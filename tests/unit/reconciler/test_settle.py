@@ -1,0 +1,76 @@
+"""Progress-only writes (worker counts, Running workers in discover_hosts.sh) are spaced out per job;
+condition changes are written at once."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from reconciler.context import Settings
+from reconciler.metrics import OperatorMetrics
+from reconciler.resources import MPIJOBS
+from reconciler.settle import Settler
+from reconciler.sync import Reconciler
+from tests.unit.reconciler.test_sync import EARLIER, KEYS, NOW, World, created_condition, new_mpijob
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def settled_world(clock: Clock, requeued: list[tuple[str, float]]) -> World:
+    job = new_mpijob(workers=4)
+    job["status"] = {"conditions": [created_condition()], "startTime": EARLIER}
+    world = World(job)
+    settler = Settler(1.0, clock)
+    settler.requeue = lambda key, delay: requeued.append((key, round(delay, 3)))
+    world.reconciler = Reconciler(world.caches, world.cluster, Settings(), OperatorMetrics(CollectorRegistry()),
+                                  lambda: KEYS, lambda: NOW, settler=settler)
+    world.add_dependencies()
+    world.add_launcher(pods=[{"phase": "Running"}])
+    return world
+
+
+def restore_status(world: World) -> None:
+    """The cache catches up with the status the fake server was sent."""
+    assert world.job is not None
+    world.job["status"] = world.cluster.status_written()
+    world.cluster.given(MPIJOBS, world.job)
+
+
+async def test_worker_counts_are_written_at_most_once_per_interval() -> None:
+    clock, requeued = Clock(), list[tuple[str, float]]()
+    world = settled_world(clock, requeued)
+    world.add_workers(2, "Running")
+    world.add_workers(2, "Pending", start=2)
+    await world.sync()
+    assert world.cluster.actions[-1] == ("update_status", "mpijobs", "test"), "the first progress write is free"
+    restore_status(world)
+    world.add_workers(3, "Running")
+    clock.now += 0.25
+    writes = len(world.cluster.actions)
+    await world.sync()
+    assert world.cluster.actions[writes:] == [], "a count-only change within the interval waits"
+    assert requeued == [("default/test", 0.75), ("default/test", 0.75)], "status and discover_hosts.sh"
+    clock.now += 0.75
+    await world.sync()
+    assert [a[:2] for a in world.cluster.actions[writes:]] == [("patch", "configmaps"), ("update_status", "mpijobs")]
+    assert world.cluster.status_written()["replicaStatuses"]["Worker"] == {"active": 3}
+
+
+async def test_a_condition_change_is_written_at_once() -> None:
+    clock, requeued = Clock(), list[tuple[str, float]]()
+    world = settled_world(clock, requeued)
+    world.add_workers(3, "Running")
+    world.add_workers(1, "Pending", start=3)
+    await world.sync()
+    restore_status(world)
+    world.add_workers(4, "Running")  # every worker Running: the Running condition becomes True
+    clock.now += 0.1
+    await world.sync()
+    status = world.cluster.status_written()
+    assert status["conditions"][-1]["type"] == "Running"
+    assert status["replicaStatuses"]["Worker"] == {"active": 4}

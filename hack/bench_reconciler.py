@@ -104,9 +104,21 @@ async def time_to_all_created(load: ApiLoad, namespace: str, workers: int) -> tu
 
 
 async def delete_namespace(load: ApiLoad, namespace: str, limit: float = 180) -> None:
-    """Delete a namespace and wait until it is gone, so that one run's cleanup never overlaps the next."""
-    await load.request("DELETE", f"/api/v1/namespaces/{namespace}")
+    """Delete a namespace and wait until it is gone, so that one run's cleanup never overlaps the next.
+
+    Its MPIJobs are deleted first with background propagation, as a user would: a namespace deletion
+    removes Jobs with the orphan policy, and a launcher pod created in that same second can keep its
+    Job-tracking finalizer for minutes (seen with the v1.36.3 Job controller).
+    """
+    background = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+    await load.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs", background)
+    await load.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", background)
     deadline = time.monotonic() + limit
+    while (await load.request("GET", f"/api/v1/namespaces/{namespace}/pods"))[1]["items"]:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pods of namespace {namespace} still exist after {limit} s")
+        await asyncio.sleep(0.2)
+    await load.request("DELETE", f"/api/v1/namespaces/{namespace}")
     while (await load.request("GET", f"/api/v1/namespaces/{namespace}"))[0] != 404:
         if time.monotonic() > deadline:
             raise TimeoutError(f"namespace {namespace} still exists after {limit} s")

@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from hack.apiload import ApiLoad
+from hack.procstat import ProcessSample
 from reconciler.builders import build_worker
 from shared.api import MPIJob, defaulted_dict
 from tests.harness import LocalCluster, NodePool
@@ -158,7 +159,7 @@ def api_writes_per_job(cluster: LocalCluster, audit_log: Path, workers: int = 64
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--sizes", default="1,64,512")
+    parser.add_argument("--sizes", default="1,64,512,1000")
     parser.add_argument("--reconciler-flag", action="append", default=[], help="extra reconciler flag (repeatable)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -175,6 +176,10 @@ def main() -> None:
             try:
                 reconciler.wait_ready()
                 run(cluster, audit_log, sizes, args.repeats, [*RECONCILER_FLAGS, *args.reconciler_flag])
+                assert reconciler.process is not None
+                sample = ProcessSample.of(reconciler.process.pid)
+                print(f"\nreconciler RSS at the end: {sample.rss_kb / 1024:.1f} MiB "
+                      f"(peak {sample.peak_rss_kb / 1024:.1f} MiB), CPU {sample.cpu_seconds:.1f} s for the whole run")
             finally:
                 reconciler.stop()
 

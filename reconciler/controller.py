@@ -75,6 +75,8 @@ class Controller:
 
     def _on_mpijob(self, old: JSONDict | None, new: JSONDict | None) -> None:
         if new is None:
+            if old is not None:
+                self.reconciler.settler.forget(str(meta(old).get("uid", "")))
             return
         if old is not None and meta(old).get("resourceVersion") == meta(new).get("resourceVersion"):
             return

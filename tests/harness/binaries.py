@@ -1,5 +1,5 @@
 """Finding the control-plane binaries: $MPIJOB_TESTBIN, or hack/build-testbin.sh (which builds them
-from Go modules on first use, ~20 minutes, and is a no-op once they are cached)."""
+from Go modules on first use, ~15 minutes on 2 cores, and is a no-op once they are cached)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def find_bin_dir() -> Path:
         source = f"${ENV_VAR}"
     else:
         print(f"[harness] locating control-plane binaries with {BUILD_SCRIPT.relative_to(REPO_ROOT)} "
-              "(a first build takes ~20 min)", file=sys.stderr, flush=True)
+              "(a first build takes ~15 min)", file=sys.stderr, flush=True)
         proc = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=None, text=True,
                               cwd=REPO_ROOT, check=False)
         lines = proc.stdout.strip().splitlines()

@@ -53,7 +53,8 @@ def jobs(cluster: LocalCluster, namespace: str, reconciler: ReconcilerControl) -
 
 @pytest.mark.parametrize("implementation", ["OpenMPI", "Intel", "MPICH"])
 def test_mpijob_succeeds(jobs: Jobs, implementation: str) -> None:
-    jobs.create(mpijob("pi", 2, mpiImplementation=implementation))
+    # the launcher runs 3 s, so that its Running phase is seen however busy the machine is
+    jobs.create(mpijob("pi", 2, launcher_annotations={"test.mpijob/run-for": "3s"}, mpiImplementation=implementation))
     jobs.wait_condition("pi", "Created")
     config = jobs.object("configmaps", "pi-config")
     assert config is not None

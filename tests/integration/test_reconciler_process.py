@@ -37,7 +37,7 @@ def test_health_and_upstream_metrics(cluster: LocalCluster, namespace: str, reco
 async def test_one_leader_at_a_time_and_failover(cluster: LocalCluster, namespace: str) -> None:
     configuration = await load_configuration(str(cluster.kubeconfig))
     clients = [KubeClient(configuration, 100, 100) for _ in range(2)]
-    first, second = (LeaderElector(client, namespace, lease_duration=2, renew_deadline=1, retry_period=0.2)
+    first, second = (LeaderElector(client, namespace, lease_duration=5, renew_deadline=3, retry_period=0.2)
                      for client in clients)
     try:
         await asyncio.wait_for(first.acquire(), 10)
@@ -45,7 +45,7 @@ async def test_one_leader_at_a_time_and_failover(cluster: LocalCluster, namespac
         with pytest.raises(TimeoutError):  # a held, renewed lease is never taken over
             await asyncio.wait_for(second.acquire(), 3)
         renewing.cancel()  # the leader stops renewing, as a crashed process would
-        await asyncio.wait_for(second.acquire(), 10)
+        await asyncio.wait_for(second.acquire(), 20)
         path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/mpi-operator"
         lease = await clients[1].request("GET", path)
         assert lease["spec"]["holderIdentity"] == second.identity

@@ -18,8 +18,14 @@ _PLAIN = re.compile(r"[A-Za-z0-9_./:@-]+").fullmatch
 
 
 def _logfmt_value(value: Any) -> str:
-    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
-    if _PLAIN(text):
+    """A bare word when it is one, JSON otherwise (a quoted string, a list, an object)."""
+    kind = type(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int or kind is float:
+        return repr(value)
+    text = value if kind is str else orjson.dumps(value, default=str).decode()
+    if text and _PLAIN(text):
         return text
     return orjson.dumps(text).decode()
 

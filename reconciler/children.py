@@ -58,12 +58,9 @@ async def find_launcher(ctx: JobContext, first_sync: bool) -> JSONDict | None:
 async def ensure_service(ctx: JobContext) -> None:
     desired = builders.build_service(ctx.job)
     existing, created = await _get_or_create(ctx, ctx.caches.services, SERVICES, desired)
-    wanted = {key: desired["spec"].get(key) for key in ("selector", "publishNotReadyAddresses")}
-    have = {key: (existing.get("spec") or {}).get(key) for key in wanted}
-    differs = bool(have["publishNotReadyAddresses"]) != bool(wanted["publishNotReadyAddresses"]) or (
-        have["selector"] != wanted["selector"])
-    if not created and differs:
-        patch = {"metadata": {"resourceVersion": meta(existing)["resourceVersion"]}, "spec": wanted}
+    if not created and builders.service_needs_update(existing, desired):
+        spec = {key: desired["spec"].get(key) for key in ("selector", "publishNotReadyAddresses")}
+        patch = {"metadata": {"resourceVersion": meta(existing)["resourceVersion"]}, "spec": spec}
         await ctx.cluster.patch(SERVICES, ctx.namespace, meta(existing)["name"], patch)
 
 
@@ -91,12 +88,12 @@ async def ensure_config_map(ctx: JobContext) -> None:
 async def ensure_secret(ctx: JobContext) -> None:
     """The SSH Secret; its key is generated once and only replaced when the Secret lost a key."""
     existing = ctx.caches.secrets.get(ctx.namespace, names.ssh_secret_name(ctx.name))
-    if existing is not None and is_controlled_by(existing, ctx.uid) and set(existing.get("data") or {}) == {
-            c.SSH_PRIVATE_KEY, c.SSH_PUBLIC_KEY}:
+    if (existing is not None and is_controlled_by(existing, ctx.uid)
+            and not builders.ssh_secret_needs_new_keys(existing)):
         return
     desired = builders.build_ssh_secret(ctx.job, ctx.keygen())
     existing, created = await _get_or_create(ctx, ctx.caches.secrets, SECRETS, desired)
-    if not created and set(existing.get("data") or {}) != set(desired["data"]):
+    if not created and builders.ssh_secret_needs_new_keys(existing):
         patch = {"metadata": {"resourceVersion": meta(existing)["resourceVersion"]}, "data": desired["data"]}
         await ctx.cluster.patch(SECRETS, ctx.namespace, meta(existing)["name"], patch)
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.builders import GangScheduling
+from reconciler.builders.common import is_suspended, run_policy_of, worker_replicas
 from reconciler.caches import Caches
 from reconciler.cluster import Cluster
 from reconciler.expectations import Expectations
@@ -63,13 +64,11 @@ class JobContext:
 
     @property
     def suspended(self) -> bool:
-        run_policy = self.job.spec.run_policy if self.job.spec else None
-        return bool(run_policy and run_policy.suspend)
+        return is_suspended(self.job)
 
     @property
     def clean_pod_policy(self) -> str:
-        run_policy = self.job.spec.run_policy if self.job.spec else None
-        return (run_policy.clean_pod_policy if run_policy else None) or c.CLEAN_POD_POLICY_NONE
+        return run_policy_of(self.job).clean_pod_policy or c.CLEAN_POD_POLICY_NONE
 
     @property
     def launcher_at_startup(self) -> bool:
@@ -78,8 +77,7 @@ class JobContext:
 
     @property
     def worker_replicas(self) -> int:
-        worker = self.job.replica_spec(c.WORKER)
-        return worker.replicas or 0 if worker else 0
+        return worker_replicas(self.job)
 
     async def event(self, event: Event) -> None:
         """Record an event on the MPIJob now (best effort)."""

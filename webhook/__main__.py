@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
+from shared.cli import port, port_or_zero, positive_float, positive_int
 from shared.logs import configure_logging
 from webhook import handlers
 from webhook.app import DEFAULT_MAX_BODY_BYTES, create_app
@@ -23,47 +24,19 @@ logger = logging.getLogger("webhook")
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m webhook", description=__doc__)
-    parser.add_argument("--port", type=_port, default=9443, help="HTTPS port for admission, health and metrics")
+    parser.add_argument("--port", type=port, default=9443, help="HTTPS port for admission, health and metrics")
     parser.add_argument("--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     parser.add_argument("--tls-cert-file", required=True, help="PEM certificate chain; reloaded when it changes")
     parser.add_argument("--tls-key-file", required=True, help="PEM private key; reloaded when it changes")
-    parser.add_argument("--cert-reload-interval", type=_positive_float, default=2.0,
+    parser.add_argument("--cert-reload-interval", type=positive_float, default=2.0,
                         help="seconds between checks of the certificate files (default 2)")
-    parser.add_argument("--health-port", type=_port_or_zero, default=0,
+    parser.add_argument("--health-port", type=port_or_zero, default=0,
                         help="also serve /healthz, /readyz and /metrics over plain HTTP on this port (0: off)")
-    parser.add_argument("--max-body-bytes", type=_positive_int, default=DEFAULT_MAX_BODY_BYTES,
+    parser.add_argument("--max-body-bytes", type=positive_int, default=DEFAULT_MAX_BODY_BYTES,
                         help=f"largest AdmissionReview accepted, larger get 413 (default {DEFAULT_MAX_BODY_BYTES})")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="logfmt", choices=["logfmt", "json"])
     return parser.parse_args(argv)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def _port_or_zero(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {text}")
-    return value
-
-
-def _port(text: str) -> int:
-    value = _port_or_zero(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be a port number from 1 to 65535")
-    return value
 
 
 def health_app(metrics: WebhookMetrics, reloader: CertificateReloader) -> web.Application:

@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from shared.cli import positive_int
 from shared.logs import configure_logging
 
 logger = logging.getLogger("webhook.certs")
@@ -182,19 +183,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster-domain", default="cluster.local", help="cluster DNS domain ('' to omit)")
     p.add_argument("--dns", action="append", default=[], help="extra DNS SAN (repeatable)")
     p.add_argument("--ip", action="append", default=[], type=ipaddress.ip_address, help="IP SAN (repeatable)")
-    p.add_argument("--days", type=_positive_int, default=365, help="serving certificate validity (days)")
-    p.add_argument("--ca-days", type=_positive_int, default=3650, help="CA validity (days)")
+    p.add_argument("--days", type=positive_int, default=365, help="serving certificate validity (days)")
+    p.add_argument("--ca-days", type=positive_int, default=3650, help="CA validity (days)")
     p.add_argument("--ca-common-name", default="mpijob-webhook-ca", help="CA subject common name")
     p.add_argument("--reuse-ca", action="store_true", help="keep the CA in out-dir, re-issue the leaf")
     p.add_argument("--print-ca-bundle", action="store_true", help="print the base64 caBundle on stdout")
     return p
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of days, got {text}")
-    return value
 
 
 def _validity(builder: x509.CertificateBuilder, now: datetime, until: datetime) -> x509.CertificateBuilder:

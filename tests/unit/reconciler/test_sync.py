@@ -101,6 +101,23 @@ def created_condition(name: str = "test") -> JSONDict:
             "message": f"MPIJob default/{name} is created.", "lastUpdateTime": T, "lastTransitionTime": T}
 
 
+def condition(kind: str, status: str, reason: str, message: str, at: str = T) -> JSONDict:
+    return {"type": kind, "status": status, "reason": reason, "message": message, "lastUpdateTime": at,
+            "lastTransitionTime": at}
+
+
+def never_running() -> JSONDict:
+    """The synthetic Running=False a finished job gets when it never had a Running condition."""
+    return condition("Running", "False", "MPIJobRunning",
+                     "MPIJob default/test is finished but Running condition was never set.")
+
+
+def suspended_conditions(at: str = T) -> list[JSONDict]:
+    """Suspended=True and Running=False/MPIJobSuspended, as every suspended sync sets them."""
+    return [condition("Suspended", "True", "MPIJobSuspended", "MPIJob suspended", at),
+            condition("Running", "False", "MPIJobSuspended", "MPIJob default/test is suspended.", at)]
+
+
 def unowned(obj: JSONDict) -> JSONDict:
     obj = copy.deepcopy(obj)
     obj["metadata"].pop("ownerReferences", None)
@@ -217,9 +234,7 @@ async def test_launcher_succeeded() -> None:
             created_condition(),
             {"type": "Succeeded", "status": "True", "reason": "MPIJobSucceeded",
              "message": "MPIJob default/test successfully completed.", "lastUpdateTime": T, "lastTransitionTime": T},
-            {"type": "Running", "status": "False", "reason": "MPIJobRunning",
-             "message": "MPIJob default/test is finished but Running condition was never set.",
-             "lastUpdateTime": T, "lastTransitionTime": T},
+            never_running(),
         ],
         "replicaStatuses": {"Launcher": {"succeeded": 1}, "Worker": {}},
     }
@@ -267,9 +282,7 @@ async def test_launcher_failed_takes_the_last_failed_pod_reason() -> None:
             {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded/FailedReason2",
              "message": "Job has reached the specified backoff limit: second message",
              "lastUpdateTime": T, "lastTransitionTime": T},
-            {"type": "Running", "status": "False", "reason": "MPIJobRunning",
-             "message": "MPIJob default/test is finished but Running condition was never set.",
-             "lastUpdateTime": T, "lastTransitionTime": T},
+            never_running(),
         ],
         "replicaStatuses": {"Launcher": {"failed": 2}, "Worker": {}},
     }
@@ -316,11 +329,7 @@ async def test_create_suspended_mpijob(implementation: str) -> None:
     assert world.cluster.created("jobs", "test-launcher")["spec"]["suspend"] is True
     assert world.cluster.status_written() == {
         "conditions": [
-            created_condition(),
-            {"type": "Suspended", "status": "True", "reason": "MPIJobSuspended", "message": "MPIJob suspended",
-             "lastUpdateTime": T, "lastTransitionTime": T},
-            {"type": "Running", "status": "False", "reason": "MPIJobSuspended",
-             "message": "MPIJob default/test is suspended.", "lastUpdateTime": T, "lastTransitionTime": T},
+            created_condition(), *suspended_conditions(),
         ],
         "replicaStatuses": {"Launcher": {}, "Worker": {}},
     }
@@ -347,11 +356,7 @@ async def test_suspend_a_running_mpijob() -> None:
     assert world.cluster.status_written() == {
         "startTime": EARLIER,
         "conditions": [
-            created_condition(),
-            {"type": "Suspended", "status": "True", "reason": "MPIJobSuspended", "message": "MPIJob suspended",
-             "lastUpdateTime": T, "lastTransitionTime": T},
-            {"type": "Running", "status": "False", "reason": "MPIJobSuspended",
-             "message": "MPIJob default/test is suspended.", "lastUpdateTime": T, "lastTransitionTime": T},
+            created_condition(), *suspended_conditions(),
         ],
         "replicaStatuses": {"Launcher": {"active": 1}, "Worker": {}},
     }
@@ -360,12 +365,7 @@ async def test_suspend_a_running_mpijob() -> None:
 def suspended_job() -> JSONDict:
     job = new_mpijob(workers=8)
     job["status"] = {"startTime": EARLIER, "replicaStatuses": {"Launcher": {}, "Worker": {}}, "conditions": [
-        created_condition(),
-        {"type": "Suspended", "status": "True", "reason": "MPIJobSuspended", "message": "MPIJob suspended",
-         "lastUpdateTime": EARLIER, "lastTransitionTime": EARLIER},
-        {"type": "Running", "status": "False", "reason": "MPIJobSuspended",
-         "message": "MPIJob default/test is suspended.", "lastUpdateTime": EARLIER, "lastTransitionTime": EARLIER},
-    ]}
+        created_condition(), *suspended_conditions(EARLIER)]}
     return job
 
 

@@ -35,6 +35,7 @@ testbin:
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy .
+	$(VENV)/bin/lint-imports
 
 unit: $(STAMP)
 	$(VENV)/bin/pytest tests/unit tests/webhook

@@ -29,7 +29,7 @@ import orjson
 
 from hack.apiload import ApiLoad
 from hack.procstat import ProcessSample
-from reconciler.builders import build_worker
+from reconciler.mpijob.builders import build_worker
 from shared.api import MPIJob, defaulted_dict
 from tests.harness import LocalCluster, NodePool
 from tests.harness.wait import wait_for

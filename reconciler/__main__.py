@@ -13,20 +13,20 @@ from collections.abc import Sequence
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from reconciler.builders import GangScheduling
-from reconciler.caches import Caches
-from reconciler.cluster import KubeCluster
-from reconciler.context import Settings
-from reconciler.controller import Controller
-from reconciler.kube import ApiError, KubeClient, load_configuration
-from reconciler.leader import LeaderElector
-from reconciler.metrics import OperatorMetrics
+from reconciler.mpijob.builders import GangScheduling
+from reconciler.mpijob.caches import Caches
+from reconciler.mpijob.cluster import KubeCluster
+from reconciler.mpijob.context import Settings
+from reconciler.mpijob.controller import Controller
+from reconciler.mpijob.metrics import OperatorMetrics
+from reconciler.mpijob.resources import MPIJOBS
+from reconciler.mpijob.sshkeys import generate_ssh_key_pair
+from reconciler.mpijob.sync import Reconciler
 from reconciler.options import Options, OptionsError, parse_options
-from reconciler.resources import MPIJOBS
-from reconciler.settle import Settler
-from reconciler.sshkeys import generate_ssh_key_pair
-from reconciler.sync import Reconciler
-from reconciler.workqueue import WorkQueue
+from reconciler.runtime.client import ApiError, KubeClient, load_configuration
+from reconciler.runtime.leader import LeaderElector
+from reconciler.runtime.settle import Settler
+from reconciler.runtime.workqueue import WorkQueue
 from shared.logs import configure_logging
 
 VERSION = "0.1.0"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
@@ -25,11 +25,11 @@ from shared.api import (
     validate_update,
 )
 from shared.api import constants as c
+from shared.jsondict import JSONDict
 
 REVIEW_API_VERSION: Final = "admission.k8s.io/v1"
 REVIEW_KIND: Final = "AdmissionReview"
 WRITE_OPERATIONS: Final = ("CREATE", "UPDATE")
-JSONDict = dict[str, Any]
 
 
 class BadReviewError(ValueError):

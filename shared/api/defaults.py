@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from shared.api import constants as c
-from shared.api.types import JSONDict, MPIJob
+from shared.api.types import MPIJob
+from shared.jsondict import JSONDict
 
 Path = tuple[str, ...]
 

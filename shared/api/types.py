@@ -15,8 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from shared.api import constants as c
-
-JSONDict = dict[str, Any]
+from shared.jsondict import JSONDict
 
 
 class _Model(BaseModel):

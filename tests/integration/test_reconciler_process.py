@@ -7,8 +7,8 @@ import urllib.request
 
 import pytest
 
-from reconciler.kube import KubeClient, load_configuration
-from reconciler.leader import LeaderElector
+from reconciler.runtime.client import KubeClient, load_configuration
+from reconciler.runtime.leader import LeaderElector
 from tests.harness import LocalCluster
 from tests.integration.mpijobs import Jobs, mpijob
 from tests.integration.operator_fixtures import ReconcilerControl

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from reconciler.caches import (
+from reconciler.mpijob.caches import (
     Caches,
     slim_config_map,
     slim_job,
@@ -20,11 +20,11 @@ from reconciler.caches import (
     slim_secret,
     slim_service,
 )
-from reconciler.kube import ApiError
-from reconciler.resources import Resource
-from reconciler.status import Event
+from reconciler.mpijob.status import Event
+from reconciler.runtime.client import ApiError
+from reconciler.runtime.resources import Resource
+from shared.jsondict import JSONDict
 
-JSONDict = dict[str, Any]
 _SLIM = {"pods": (slim_pod, "pods"), "jobs": (slim_job, "jobs"), "services": (slim_service, "services"),
          "configmaps": (slim_config_map, "config_maps"), "secrets": (slim_secret, "secrets"),
          "mpijobs": (slim_mpijob, "mpijobs"), "podgroups": (slim_pod_group, "pod_groups")}

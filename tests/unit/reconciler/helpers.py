@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.api import MPIJob, with_defaults
-
-JSONDict = dict[str, Any]
+from shared.jsondict import JSONDict
 
 
 def make_job(name: str = "foo", namespace: str = "bar", *, defaulted: bool = True,

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from reconciler.builders import (
+from reconciler.mpijob.builders import (
     GangScheduling,
     SSHKeyPair,
     build_config_map,
@@ -26,7 +26,8 @@ from reconciler.builders import (
     template_overrides_restart_policy,
 )
 from shared.api import MPIJob
-from tests.unit.reconciler.helpers import JSONDict, make_job, owner_ref, replica, vandalize
+from shared.jsondict import JSONDict
+from tests.unit.reconciler.helpers import make_job, owner_ref, replica, vandalize
 
 OPERATOR = "training.kubeflow.org/operator-name"
 JOB_NAME = "training.kubeflow.org/job-name"

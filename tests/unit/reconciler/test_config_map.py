@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.builders import build_config_map, build_discover_hosts, build_hostfile
+from reconciler.mpijob.builders import build_config_map, build_discover_hosts, build_hostfile
 from tests.unit.reconciler.helpers import make_job, owner_ref, replica
 
 OWS = "openmpi-without-slots"

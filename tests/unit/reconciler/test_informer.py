@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.informer import FatalWatchError, Informer
-from reconciler.kube import ApiError
-from reconciler.resources import PODS
+from reconciler.runtime.client import ApiError
+from reconciler.runtime.informer import FatalWatchError, Informer
+from reconciler.runtime.resources import PODS
 
 JSON = dict[str, Any]
 

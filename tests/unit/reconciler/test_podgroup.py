@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.builders import (
+from reconciler.mpijob.builders import (
     GangScheduling,
     build_pod_group,
     build_scheduler_plugins_pod_group,
@@ -16,10 +16,11 @@ from reconciler.builders import (
     no_priority_classes,
     overridden_scheduler_name,
 )
-from reconciler.builders.min_resources import ReplicaPriority, add_resources, sort_by_priority
-from reconciler.quantity import parse_quantity
+from reconciler.mpijob.builders.min_resources import ReplicaPriority, add_resources, sort_by_priority
+from reconciler.mpijob.builders.quantity import parse_quantity
 from shared.api import MPIJob
-from tests.unit.reconciler.helpers import JSONDict, make_job, owner_ref
+from shared.jsondict import JSONDict
+from tests.unit.reconciler.helpers import make_job, owner_ref
 
 QUEUE_ANNOTATION = {"scheduling.volcano.sh/queue-name": "project-x"}
 GIVEN_MIN_RESOURCES = {"cpu": "100", "memory": "512Gi", "example.com/gpu": "40"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.quantity import Format, Quantity, QuantityError, canonical, parse_quantity
+from reconciler.mpijob.builders.quantity import Format, Quantity, QuantityError, canonical, parse_quantity
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from reconciler.sshkeys import generate_ssh_key_pair
+from reconciler.mpijob.sshkeys import generate_ssh_key_pair
 
 
 def test_key_pair_format_and_match() -> None:

@@ -10,16 +10,18 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from reconciler import builders
-from reconciler.builders import SSHKeyPair
-from reconciler.caches import Caches
-from reconciler.context import ResourceExistsError, Settings
-from reconciler.kube import ApiError
-from reconciler.metrics import OperatorMetrics
-from reconciler.resources import CONFIG_MAPS, JOBS, MPIJOBS, PODS, SECRETS, SERVICES
-from reconciler.status import Event
-from reconciler.sync import Reconciler
+from reconciler.mpijob import builders
+from reconciler.mpijob.builders import SSHKeyPair
+from reconciler.mpijob.caches import Caches
+from reconciler.mpijob.context import ResourceExistsError, Settings
+from reconciler.mpijob.metrics import OperatorMetrics
+from reconciler.mpijob.resources import MPIJOBS
+from reconciler.mpijob.status import Event
+from reconciler.mpijob.sync import Reconciler
+from reconciler.runtime.client import ApiError
+from reconciler.runtime.resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES
 from shared.api import MPIJob, with_defaults
+from shared.jsondict import JSONDict
 from tests.unit.reconciler.fake_cluster import FakeCluster
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -28,7 +30,6 @@ EARLIER = "2026-11-29T11:00:00Z"
 KEYS = SSHKeyPair(b"-----BEGIN EC PRIVATE KEY-----\nfixed\n-----END EC PRIVATE KEY-----\n",
                   b"ecdsa-sha2-nistp521 AAAA\n")
 CONTAINER = {"name": "foo", "image": "bar"}
-JSONDict = dict[str, Any]
 
 
 def new_mpijob(name: str = "test", workers: int = 0, implementation: str = "OpenMPI", **spec: Any) -> JSONDict:

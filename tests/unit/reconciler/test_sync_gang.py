@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from reconciler import builders
-from reconciler.builders import GangScheduling
-from reconciler.context import ResourceExistsError, Settings
-from reconciler.metrics import OperatorMetrics
-from reconciler.resources import MPIJOBS, PRIORITY_CLASSES, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
-from reconciler.sync import Reconciler
+from reconciler.mpijob import builders
+from reconciler.mpijob.builders import GangScheduling
+from reconciler.mpijob.context import ResourceExistsError, Settings
+from reconciler.mpijob.metrics import OperatorMetrics
+from reconciler.mpijob.resources import MPIJOBS, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
+from reconciler.mpijob.sync import Reconciler
+from reconciler.runtime.resources import PRIORITY_CLASSES
 from tests.unit.reconciler.test_sync import KEYS, NOW, World, created_condition, defaulted, new_mpijob
 
 VOLCANO = GangScheduling("volcano")

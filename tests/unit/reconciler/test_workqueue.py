@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from reconciler.workqueue import WorkQueue
+from reconciler.runtime.workqueue import WorkQueue
 
 
 async def test_a_key_is_queued_once() -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from reconciler.builders.common import run_policy_of
-from reconciler.quantity import Quantity, canonical, parse_quantity
+from reconciler.mpijob.builders.common import run_policy_of
+from reconciler.mpijob.builders.quantity import Quantity, canonical, parse_quantity
 from shared.api import constants as c
 from shared.api.types import MPIJob, ReplicaSpec
 

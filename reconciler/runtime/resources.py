@@ -1,13 +1,10 @@
-"""The Kubernetes resources the reconciler reads and writes, and how to find their controller."""
+"""Kubernetes resources by group, version and plural, their REST paths, and how to find an object's controller."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from shared.api import constants as c
-
-JSONDict = dict[str, Any]
+from shared.jsondict import JSONDict
 
 
 @dataclass(frozen=True)
@@ -41,10 +38,7 @@ CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
 SECRETS = Resource("", "v1", "secrets", "Secret")
 EVENTS = Resource("", "v1", "events", "Event")
 JOBS = Resource("batch", "v1", "jobs", "Job")
-MPIJOBS = Resource(c.GROUP, c.VERSION, c.PLURAL, c.KIND)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
-VOLCANO_POD_GROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
-SCHEDULER_PLUGINS_POD_GROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.builders.common import (
+from reconciler.mpijob.builders.common import (
     DISCOVER_HOSTS_MODE,
     HOSTFILE_MODE,
     app_labels,
@@ -23,10 +23,11 @@ from reconciler.builders.common import (
     setup_ssh,
     slots_per_worker,
 )
-from reconciler.builders.podgroup import GangScheduling, decorate_pod_template
+from reconciler.mpijob.builders.podgroup import GangScheduling, decorate_pod_template
 from shared.api import constants as c
 from shared.api import names
-from shared.api.types import JSONDict, MPIJob
+from shared.api.types import MPIJob
+from shared.jsondict import JSONDict
 
 POD_REPLACEMENT_FAILED = "Failed"
 HOSTFILE_PATH = f"{c.CONFIG_MOUNT_PATH}/{c.HOSTFILE_NAME}"

@@ -11,31 +11,20 @@ import logging
 import time
 from typing import Any
 
-from reconciler import caches as slim
-from reconciler.builders import GangScheduling
-from reconciler.caches import Caches
-from reconciler.context import ResourceExistsError
-from reconciler.informer import Informer
-from reconciler.kube import ApiError, KubeClient
-from reconciler.resources import (
-    CONFIG_MAPS,
-    JOBS,
-    MPIJOBS,
-    PODS,
-    SCHEDULER_PLUGINS_POD_GROUPS,
-    SECRETS,
-    SERVICES,
-    VOLCANO_POD_GROUPS,
-    Resource,
-    controller_of,
-    meta,
-)
-from reconciler.store import Store
-from reconciler.sync import Reconciler
-from reconciler.workqueue import WorkQueue
+from reconciler.mpijob import caches as slim
+from reconciler.mpijob.builders import GangScheduling
+from reconciler.mpijob.caches import Caches
+from reconciler.mpijob.context import ResourceExistsError
+from reconciler.mpijob.resources import MPIJOBS, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
+from reconciler.mpijob.sync import Reconciler
+from reconciler.runtime.client import ApiError, KubeClient
+from reconciler.runtime.informer import Informer
+from reconciler.runtime.resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES, Resource, controller_of, meta
+from reconciler.runtime.store import Store
+from reconciler.runtime.workqueue import WorkQueue
 from shared.api import constants as c
+from shared.jsondict import JSONDict
 
-JSONDict = dict[str, Any]
 logger = logging.getLogger("reconciler")
 POD_SELECTOR = f"{c.LABEL_OPERATOR_NAME}={c.OPERATOR_NAME}"
 CHILD_SELECTOR = "app"  # upstream labels its Service, ConfigMap, Secret and Job with app=<job>

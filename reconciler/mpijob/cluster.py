@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
-from reconciler.kube import KubeClient
-from reconciler.resources import EVENTS, Resource, meta
-from reconciler.status import Event
+from reconciler.mpijob.status import Event
+from reconciler.runtime.client import KubeClient
+from reconciler.runtime.resources import EVENTS, Resource, meta
 from shared.api import constants as c
-
-JSONDict = dict[str, Any]
+from shared.jsondict import JSONDict
 
 
 class Cluster(Protocol):

@@ -6,15 +6,14 @@ import asyncio
 from collections.abc import Awaitable, Iterable
 from typing import Any
 
-from reconciler import builders
-from reconciler.context import JobContext
-from reconciler.kube import ApiError
-from reconciler.resources import PODS, is_controlled_by, meta
-from reconciler.status import Event, is_pod_ready, phase
+from reconciler.mpijob import builders
+from reconciler.mpijob.context import JobContext
+from reconciler.mpijob.status import Event, is_pod_ready, phase
+from reconciler.runtime.client import ApiError
+from reconciler.runtime.resources import PODS, is_controlled_by, meta
 from shared.api import constants as c
 from shared.api import names
-
-JSONDict = dict[str, Any]
+from shared.jsondict import JSONDict
 
 
 def worker_index(ctx: JobContext, pod: JSONDict) -> int | None:

@@ -5,23 +5,23 @@ dict, exactly as it is POSTed to the API server. No I/O, no clock, no randomness
 shares a mutable sub-object with the job, so callers may change it freely.
 """
 
-from reconciler.builders.common import controller_ref
-from reconciler.builders.config_map import (
+from reconciler.mpijob.builders.common import controller_ref
+from reconciler.mpijob.builders.config_map import (
     RunningWorker,
     build_config_map,
     build_config_map_data,
     build_discover_hosts,
     build_hostfile,
 )
-from reconciler.builders.launcher import (
+from reconciler.mpijob.builders.launcher import (
     RESTART_POLICY_OVERRIDDEN_MESSAGE,
     build_launcher_job,
     build_launcher_pod_template,
     sync_scheduling_directives,
     template_overrides_restart_policy,
 )
-from reconciler.builders.min_resources import PriorityLookup, calculate_min_resources, no_priority_classes
-from reconciler.builders.podgroup import (
+from reconciler.mpijob.builders.min_resources import PriorityLookup, calculate_min_resources, no_priority_classes
+from reconciler.mpijob.builders.podgroup import (
     GangScheduling,
     build_pod_group,
     build_scheduler_plugins_pod_group,
@@ -31,9 +31,9 @@ from reconciler.builders.podgroup import (
     decorate_pod_template,
     overridden_scheduler_name,
 )
-from reconciler.builders.secret import SSHKeyPair, build_ssh_secret, ssh_secret_needs_new_keys
-from reconciler.builders.service import build_service, service_needs_update
-from reconciler.builders.worker import build_worker
+from reconciler.mpijob.builders.secret import SSHKeyPair, build_ssh_secret, ssh_secret_needs_new_keys
+from reconciler.mpijob.builders.service import build_service, service_needs_update
+from reconciler.mpijob.builders.worker import build_worker
 
 __all__ = [
     "RESTART_POLICY_OVERRIDDEN_MESSAGE",

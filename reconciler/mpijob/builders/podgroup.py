@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reconciler.builders.common import object_meta, run_policy_of, worker_replicas
-from reconciler.builders.min_resources import PriorityLookup, calculate_min_resources, no_priority_classes
+from reconciler.mpijob.builders.common import object_meta, run_policy_of, worker_replicas
+from reconciler.mpijob.builders.min_resources import PriorityLookup, calculate_min_resources, no_priority_classes
 from shared.api import constants as c
 from shared.api import names
-from shared.api.types import JSONDict, MPIJob, SchedulingPolicy
+from shared.api.types import MPIJob, SchedulingPolicy
+from shared.jsondict import JSONDict
 
 VOLCANO = "volcano"
 VOLCANO_API_VERSION = "scheduling.volcano.sh/v1beta1"

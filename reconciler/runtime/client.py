@@ -14,9 +14,9 @@ from typing import Any
 import aiohttp
 import orjson
 
-from reconciler.ratelimit import TokenBucket
+from reconciler.runtime.ratelimit import TokenBucket
+from shared.jsondict import JSONDict
 
-JSONDict = dict[str, Any]
 USER_AGENT = "mpi-operator"
 REQUEST_TIMEOUT = 30.0
 

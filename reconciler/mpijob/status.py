@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
 
 from shared.api import constants as c
+from shared.jsondict import JSONDict
 
-JSONDict = dict[str, Any]
 MAX_MESSAGE = 1024
 
 

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from reconciler import builders
-from reconciler.context import JobContext
-from reconciler.kube import ApiError
-from reconciler.resources import (
-    PRIORITY_CLASSES,
-    SCHEDULER_PLUGINS_POD_GROUPS,
-    VOLCANO_POD_GROUPS,
-    Resource,
-    is_controlled_by,
-    meta,
-)
+from reconciler.mpijob import builders
+from reconciler.mpijob.context import JobContext
+from reconciler.mpijob.resources import SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
+from reconciler.runtime.client import ApiError
+from reconciler.runtime.resources import PRIORITY_CLASSES, Resource, is_controlled_by, meta
 from shared.api import constants as c
 from shared.api import names
-
-JSONDict = dict[str, Any]
 
 
 def pod_group_resource(ctx: JobContext) -> Resource:

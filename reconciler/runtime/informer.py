@@ -14,14 +14,14 @@ from typing import Any
 
 import aiohttp
 
-from reconciler.kube import ApiError, KubeClient
-from reconciler.resources import Resource
-from reconciler.store import Store
+from reconciler.runtime.client import ApiError, KubeClient
+from reconciler.runtime.resources import Resource
+from reconciler.runtime.store import Store
+from shared.jsondict import JSONDict
 
-JSONDict = dict[str, Any]
 Slim = Callable[[JSONDict], JSONDict | None]
 OnChange = Callable[[JSONDict | None, JSONDict | None], None]
-logger = logging.getLogger("reconciler.informer")
+logger = logging.getLogger("reconciler.runtime.informer")
 WATCH_TIMEOUT_SECONDS = 300
 PAGE_SIZE = 500
 

@@ -12,7 +12,8 @@ import orjson
 
 from shared.api import constants as c
 from shared.api import names
-from shared.api.types import JSONDict, MPIJob, MPIJobSpec, ReplicaSpec, RunPolicy
+from shared.api.types import MPIJob, MPIJobSpec, ReplicaSpec, RunPolicy
+from shared.jsondict import JSONDict
 
 DNS_CLUSTER_FIRST_WITH_HOST_NET = "ClusterFirstWithHostNet"
 SSH_ROOT_DEFAULT_MODE = 0o600

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from reconciler.resources import controller_of
-from reconciler.store import Store
+from reconciler.runtime.resources import controller_of
+from reconciler.runtime.store import Store
 from shared.api import constants as c
+from shared.jsondict import JSONDict
 
-JSONDict = dict[str, Any]
 Slimmer = Callable[[JSONDict], JSONDict | None]
 _META_KEYS = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences", "creationTimestamp",
               "deletionTimestamp")

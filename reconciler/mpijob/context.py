@@ -5,21 +5,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from reconciler.builders import GangScheduling
-from reconciler.builders.common import is_suspended, run_policy_of, worker_replicas
-from reconciler.caches import Caches
-from reconciler.cluster import Cluster
-from reconciler.expectations import Expectations
-from reconciler.kube import ApiError
-from reconciler.settle import Settler
-from reconciler.sshkeys import SSHKeyPair
-from reconciler.status import Event
+from reconciler.mpijob.builders import GangScheduling
+from reconciler.mpijob.builders.common import is_suspended, run_policy_of, worker_replicas
+from reconciler.mpijob.caches import Caches
+from reconciler.mpijob.cluster import Cluster
+from reconciler.mpijob.sshkeys import SSHKeyPair
+from reconciler.mpijob.status import Event
+from reconciler.runtime.client import ApiError
+from reconciler.runtime.expectations import Expectations
+from reconciler.runtime.settle import Settler
 from shared.api import MPIJob
 from shared.api import constants as c
+from shared.jsondict import JSONDict
 
-JSONDict = dict[str, Any]
 logger = logging.getLogger("reconciler")
 
 

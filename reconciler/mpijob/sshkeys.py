@@ -9,7 +9,7 @@ from __future__ import annotations
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from reconciler.builders.secret import SSHKeyPair
+from reconciler.mpijob.builders.secret import SSHKeyPair
 
 __all__ = ["SSHKeyPair", "generate_ssh_key_pair"]
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
-JSONDict = dict[str, Any]
+from shared.jsondict import JSONDict
 
 
 class Store:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
-from reconciler.status import StatusUpdate
+from reconciler.mpijob.status import StatusUpdate
 
 
 @dataclass

@@ -11,13 +11,12 @@ import logging
 import socket
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from reconciler.kube import ApiError, KubeClient
-from reconciler.resources import LEASES
+from reconciler.runtime.client import ApiError, KubeClient
+from reconciler.runtime.resources import LEASES
+from shared.jsondict import JSONDict
 
-JSONDict = dict[str, Any]
-logger = logging.getLogger("reconciler.leader")
+logger = logging.getLogger("reconciler.runtime.leader")
 
 
 def _now() -> datetime:

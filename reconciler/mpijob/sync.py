@@ -13,22 +13,29 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
-from reconciler import children, gang, workers
-from reconciler.caches import Caches
-from reconciler.cluster import Cluster
-from reconciler.context import JobContext, Settings
-from reconciler.expectations import Expectations
-from reconciler.metrics import OperatorMetrics
-from reconciler.resources import MPIJOBS
-from reconciler.settle import Settler
-from reconciler.sshkeys import SSHKeyPair
-from reconciler.status import Event, Observed, compute_status, is_finished, launcher_done, set_condition, truncate
+from reconciler.mpijob import children, gang, workers
+from reconciler.mpijob.caches import Caches
+from reconciler.mpijob.cluster import Cluster
+from reconciler.mpijob.context import JobContext, Settings
+from reconciler.mpijob.metrics import OperatorMetrics
+from reconciler.mpijob.resources import MPIJOBS
+from reconciler.mpijob.sshkeys import SSHKeyPair
+from reconciler.mpijob.status import (
+    Event,
+    Observed,
+    compute_status,
+    is_finished,
+    launcher_done,
+    set_condition,
+    truncate,
+)
+from reconciler.runtime.expectations import Expectations
+from reconciler.runtime.settle import Settler
 from shared.api import MPIJob, aggregate, defaulted_dict, validate
 from shared.api import constants as c
+from shared.jsondict import JSONDict
 
-JSONDict = dict[str, Any]
 logger = logging.getLogger("reconciler")
 
 

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler import builders
-from reconciler.caches import slim_job
-from reconciler.context import JobContext
-from reconciler.kube import ApiError
-from reconciler.resources import CONFIG_MAPS, JOBS, SECRETS, SERVICES, Resource, is_controlled_by, meta
-from reconciler.status import Event, phase
-from reconciler.store import Store
+from reconciler.mpijob import builders
+from reconciler.mpijob.caches import slim_job
+from reconciler.mpijob.context import JobContext
+from reconciler.mpijob.status import Event, phase
+from reconciler.runtime.client import ApiError
+from reconciler.runtime.resources import CONFIG_MAPS, JOBS, SECRETS, SERVICES, Resource, is_controlled_by, meta
+from reconciler.runtime.store import Store
 from shared.api import constants as c
 from shared.api import names
-
-JSONDict = dict[str, Any]
+from shared.jsondict import JSONDict
 
 
 async def _get_or_create(ctx: JobContext, store: Store, resource: Resource, desired: JSONDict) -> tuple[JSONDict, bool]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from reconciler.ratelimit import TokenBucket
+from reconciler.runtime.ratelimit import TokenBucket
 
 
 class WorkQueue:

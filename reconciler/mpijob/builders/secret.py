@@ -1,6 +1,6 @@
 """The SSH auth Secret ``<job>-ssh`` shared by the launcher and the workers (controller.md 2.3).
 
-The key pair is a parameter (``reconciler.sshkeys.generate_ssh_key_pair`` makes one), so building stays pure.
+The key pair is a parameter (``reconciler.mpijob.sshkeys.generate_ssh_key_pair`` makes one), so building stays pure.
 """
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 
-from reconciler.builders.common import app_labels, object_meta
+from reconciler.mpijob.builders.common import app_labels, object_meta
 from shared.api import constants as c
 from shared.api import names
-from shared.api.types import JSONDict, MPIJob
+from shared.api.types import MPIJob
+from shared.jsondict import JSONDict
 
 SSH_AUTH_SECRET_TYPE = "kubernetes.io/ssh-auth"
 SSH_SECRET_KEYS = frozenset({c.SSH_PRIVATE_KEY, c.SSH_PUBLIC_KEY})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.builders.common import (
+from reconciler.mpijob.builders.common import (
     append_items,
     controller_ref,
     copy_template,
@@ -14,10 +14,11 @@ from reconciler.builders.common import (
     set_pod_labels,
     setup_ssh,
 )
-from reconciler.builders.podgroup import GangScheduling, decorate_pod_template
+from reconciler.mpijob.builders.podgroup import GangScheduling, decorate_pod_template
 from shared.api import constants as c
 from shared.api import names
-from shared.api.types import JSONDict, MPIJob
+from shared.api.types import MPIJob
+from shared.jsondict import JSONDict
 
 
 def worker_dns_search(job: MPIJob) -> str:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from reconciler.builders.common import app_labels, object_meta, runs_launcher_as_worker
+from reconciler.mpijob.builders.common import app_labels, object_meta, runs_launcher_as_worker
 from shared.api import names
-from shared.api.types import JSONDict, MPIJob
+from shared.api.types import MPIJob
+from shared.jsondict import JSONDict
 
 CLUSTER_IP_NONE = "None"
 

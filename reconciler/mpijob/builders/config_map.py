@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from reconciler.builders.common import (
+from reconciler.mpijob.builders.common import (
     app_labels,
     mpi_implementation,
     object_meta,
@@ -15,7 +15,8 @@ from reconciler.builders.common import (
 )
 from shared.api import constants as c
 from shared.api import names
-from shared.api.types import JSONDict, MPIJob
+from shared.api.types import MPIJob
+from shared.jsondict import JSONDict
 
 RunningWorker = str | Mapping[str, Any]
 """A Running worker pod, by name (in the job's namespace) or as a pod object (``metadata.name``/``namespace``)."""

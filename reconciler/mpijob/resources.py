@@ -1,0 +1,17 @@
+"""The custom resources of the MPIJob logic: MPIJobs and the two PodGroup flavours."""
+
+from __future__ import annotations
+
+from reconciler.runtime.resources import Resource, controller_of
+from shared.api import constants as c
+from shared.jsondict import JSONDict
+
+MPIJOBS = Resource(c.GROUP, c.VERSION, c.PLURAL, c.KIND)
+VOLCANO_POD_GROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
+SCHEDULER_PLUGINS_POD_GROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+
+
+def owned_by_mpijob(obj: JSONDict) -> bool:
+    """True when the object's controller is an MPIJob."""
+    ref = controller_of(obj)
+    return ref is not None and ref.get("kind") == c.KIND and str(ref.get("apiVersion", "")).startswith(c.GROUP + "/")

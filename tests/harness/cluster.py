@@ -61,6 +61,7 @@ class LocalCluster:
         self.ports: components.Ports | None = None
         self.timings: dict[str, float] = {}
         self._rest: RestClient | None = None
+        self.audit_log: Path | None = None  # set by whoever passed audit flags (tests.harness.audit)
 
     # ---- paths and clients
     @property

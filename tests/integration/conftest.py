@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import signal
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from types import FrameType
 import pytest
 
 from tests.harness import HarnessError, LocalCluster
+from tests.harness.audit import audit_flags
 from tests.harness.binaries import find_bin_dir
 from tests.integration.operator_fixtures import operator_dir, reconciler, webhook  # noqa: F401  (fixtures)
 
@@ -41,8 +43,11 @@ def _start(config: pytest.Config) -> LocalCluster | str:
     try:
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             bin_dir = find_bin_dir()
-        local = LocalCluster(nodes=3, gpus_per_node=8, gpu_nodes=1, bin_dir=bin_dir,
+        audit_dir = Path(tempfile.mkdtemp(prefix="mpijob-audit-"))
+        flags, _ = audit_flags(audit_dir)
+        local = LocalCluster(nodes=3, gpus_per_node=8, gpu_nodes=1, bin_dir=bin_dir, apiserver_flags=flags,
                              crds=[MPIJOB_CRD] if MPIJOB_CRD.exists() else [], keep_logs=Path(logs) if logs else None)
+        local.audit_log = audit_dir / "audit.log"
         return local.start()  # stops and cleans up by itself when it fails
     except HarnessError as err:
         return str(err)
@@ -51,7 +56,8 @@ def _start(config: pytest.Config) -> LocalCluster | str:
 @pytest.fixture(scope="session")
 def cluster(pytestconfig: pytest.Config) -> Iterator[LocalCluster]:
     """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok, with the MPIJob CRD
-    installed (when generated) and 3 fake nodes, the first of which has 8 nvidia.com/gpu."""
+    installed (when generated) and 3 fake nodes, the first of which has 8 nvidia.com/gpu. The API server
+    writes an audit log (Metadata level) at ``cluster.audit_log``."""
     previous = signal.getsignal(signal.SIGTERM)
     if previous is signal.SIG_DFL:  # a CI timeout's SIGTERM then tears the cluster down like Ctrl-C
         signal.signal(signal.SIGTERM, _interrupt)

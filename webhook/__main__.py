@@ -51,13 +51,12 @@ def health_app(metrics: WebhookMetrics, reloader: CertificateReloader) -> web.Ap
 
 async def serve(args: argparse.Namespace) -> int:
     reloader = CertificateReloader(args.tls_cert_file, args.tls_key_file, poll_interval=args.cert_reload_interval)
-    await reloader.start()
-    if not reloader.ready:
+    if not reloader.reload(log_failure=False):  # one error line, not a reload warning as well
         logger.error("cannot start: the serving certificate could not be loaded",
                      extra={"kv": {"cert_file": args.tls_cert_file, "key_file": args.tls_key_file,
                                    "reason": reloader.last_error}})
-        await reloader.stop()
         return 1
+    await reloader.start()
     metrics = WebhookMetrics()
     metrics.watch_certificate(reloader)
     runners = [web.AppRunner(create_app(max_body_bytes=args.max_body_bytes, ready_check=lambda: reloader.ready,
@@ -69,11 +68,9 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await runners[0].setup()
-        await web.TCPSite(runners[0], args.bind_address, args.port, ssl_context=reloader.context).start()
-        if args.health_port:
-            await runners[1].setup()
-            await web.TCPSite(runners[1], args.bind_address, args.health_port).start()
+        listening = await _listen(runners, args, reloader)
+        if not listening:
+            return 1
         logger.info("serving", extra={"kv": {"address": args.bind_address, "port": args.port,
                                             "health_port": args.health_port, "serial": reloader.describe()["serial"]}})
         await stop.wait()
@@ -83,6 +80,21 @@ async def serve(args: argparse.Namespace) -> int:
             await runner.cleanup()
         await reloader.stop()
     return 0
+
+
+async def _listen(runners: list[web.AppRunner], args: argparse.Namespace, reloader: CertificateReloader) -> bool:
+    """Bind the HTTPS (and health) listeners; False, after one error line, when an address cannot be used."""
+    sites = [(args.port, reloader.context), (args.health_port, None)][: len(runners)]
+    for runner, (port_number, ssl_context) in zip(runners, sites, strict=True):
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, args.bind_address, port_number, ssl_context=ssl_context).start()
+        except OSError as exc:  # address in use, not an address of this host, unknown host name
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            logger.error("cannot start: cannot listen", extra={"kv": {
+                "address": args.bind_address, "port": port_number, "reason": reason}})
+            return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

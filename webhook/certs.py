@@ -155,17 +155,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the process exit status. Logging is configured by the caller."""
     args = _parser().parse_args(argv)
     out_dir, now = Path(args.out_dir), datetime.now(UTC)
+    ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None = None
     if args.reuse_ca:
         try:
             ca = load_ca(out_dir)
         except (OSError, ValueError) as exc:
-            logger.error("cannot reuse the CA", extra={"kv": {"out_dir": str(out_dir), "error": str(exc)}})
+            error = os_error(exc) if isinstance(exc, OSError) else str(exc)
+            logger.error("cannot reuse the CA", extra={"kv": {"out_dir": str(out_dir), "error": error}})
             return 2
-    else:
-        ca = generate_ca(args.ca_common_name, days=args.ca_days, now=now)
     dns = [*service_dns_names(args.service, args.namespace, args.cluster_domain), *args.dns]
-    serving = issue_serving_cert(ca[0], ca[1], dns, args.ip, days=args.days, now=now)
-    write_bundle(out_dir, ca, serving)
+    try:
+        ca = ca or generate_ca(args.ca_common_name, days=args.ca_days, now=now)
+        serving = issue_serving_cert(ca[0], ca[1], dns, args.ip, days=args.days, now=now)
+    except (ValueError, OverflowError) as exc:  # a name no certificate can hold, a date past year 9999
+        logger.error("cannot build the certificates", extra={"kv": {"error": str(exc) or type(exc).__name__}})
+        return 2
+    try:
+        write_bundle(out_dir, ca, serving)
+    except OSError as exc:
+        logger.error("cannot write the certificates", extra={"kv": {"out_dir": str(out_dir), "error": os_error(exc)}})
+        return 1
     leaf = serving[0]
     kv = {"out_dir": str(out_dir), "reused_ca": bool(args.reuse_ca), "serial": format(leaf.serial_number, "x")}
     kv |= {"not_after": leaf.not_valid_after_utc.isoformat(), "dns": ",".join(dns), "ips": ",".join(map(str, args.ip))}
@@ -173,6 +182,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.print_ca_bundle:
         print(ca_bundle_b64(out_dir / CA_CERT))
     return 0
+
+
+def os_error(exc: OSError) -> str:
+    """``No such file or directory: /a/b`` rather than ``[Errno 2] No such file or directory: '/a/b'``."""
+    if exc.strerror and exc.filename is not None:
+        return f"{exc.strerror}: {exc.filename}"
+    return str(exc) or type(exc).__name__
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import ssl
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -73,9 +74,12 @@ def inspect_pair(cert_pem: bytes, key_pem: bytes) -> LoadedCertificate:
     """Parse a PEM chain and an unencrypted PEM key; raise CertificateError unless the key fits the leaf."""
     try:
         chain = x509.load_pem_x509_certificates(cert_pem)
+    except ValueError as exc:
+        raise CertificateError(f"certificate: {_short(exc)}") from exc
+    try:
         key = serialization.load_pem_private_key(key_pem, password=None)
     except (ValueError, TypeError) as exc:  # TypeError: the key is encrypted
-        raise CertificateError(str(exc) or type(exc).__name__) from exc
+        raise CertificateError(f"private key: {_short(exc)}") from exc
     leaf = chain[0]
     if key.public_key() != leaf.public_key():
         raise CertificateError("private key does not match the certificate")
@@ -86,6 +90,12 @@ def inspect_pair(cert_pem: bytes, key_pem: bytes) -> LoadedCertificate:
         not_before=leaf.not_valid_before_utc,
         not_after=leaf.not_valid_after_utc,
     )
+
+
+def _short(exc: Exception) -> str:
+    """cryptography's message without its FAQ link: ``Unable to load PEM file (MalformedFraming)``."""
+    text = str(exc) or type(exc).__name__
+    return re.sub(r"\. See https?://\S+ for more details\. (\w+)$", r" (\1)", text)
 
 
 class CertificateReloader:
@@ -139,16 +149,18 @@ class CertificateReloader:
             "lastError": self.last_error,
         }
 
-    def reload(self) -> bool:
+    def reload(self, *, log_failure: bool = True) -> bool:
         """Load the files if their contents changed since the last call; True when a new pair went live.
 
-        Never raises for bad or missing files: it logs a warning once per distinct bad state and keeps
-        serving the previous certificate.
+        Never raises for bad or missing files: it logs a warning once per distinct bad state (unless
+        ``log_failure`` is false: the caller reports ``last_error`` itself) and keeps serving the
+        previous certificate.
         """
         try:
             cert_pem, key_pem = self.cert_file.read_bytes(), self.key_file.read_bytes()
         except OSError as exc:
-            return self._reject(hashlib.sha256(repr(exc).encode()).digest(), f"read failed: {exc}")
+            error = f"{exc.strerror}: {exc.filename}" if exc.strerror and exc.filename else str(exc)
+            return self._reject(hashlib.sha256(repr(exc).encode()).digest(), f"read failed: {error}", log_failure)
         digest = hashlib.sha256(hashlib.sha256(cert_pem).digest() + hashlib.sha256(key_pem).digest()).digest()
         if digest == self._seen:
             return False
@@ -159,7 +171,7 @@ class CertificateReloader:
             _load_chain(build_server_context(), cert_pem, key_pem)
             _load_chain(self._context, cert_pem, key_pem)
         except (CertificateError, ssl.SSLError, OSError) as exc:
-            return self._reject(digest, str(exc))
+            return self._reject(digest, str(exc), log_failure)
         self._seen, self._loaded, self.last_error = digest, cert, None
         self.reload_count += 1
         kv = {"serial": cert.serial_hex, "sha256": cert.fingerprint_sha256, "not_after": cert.not_after.isoformat()}
@@ -209,10 +221,12 @@ class CertificateReloader:
     def _files(self) -> dict[str, str]:
         return {"cert_file": str(self.cert_file), "key_file": str(self.key_file)}
 
-    def _reject(self, digest: bytes, error: str) -> bool:
+    def _reject(self, digest: bytes, error: str, log: bool = True) -> bool:
         if digest != self._seen:
             self._seen, self.last_error = digest, error
             self.failure_count += 1
+            if not log:
+                return False
             kv = {**self._files(), "serving_serial": self._loaded.serial_hex if self._loaded else None}
             logger.warning("tls certificate not loaded, keeping the previous one", extra={"kv": {**kv, "error": error}})
         return False

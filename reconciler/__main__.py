@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -23,7 +24,8 @@ from reconciler.mpijob.resources import MPIJOBS
 from reconciler.mpijob.sshkeys import generate_ssh_key_pair
 from reconciler.mpijob.sync import Reconciler
 from reconciler.options import Options, OptionsError, parse_options
-from reconciler.runtime.client import ApiError, KubeClient, load_configuration
+from reconciler.runtime.client import ApiError, KubeClient, StartupError, load_configuration
+from reconciler.runtime.health import Health, serve
 from reconciler.runtime.leader import LeaderElector
 from reconciler.runtime.settle import Settler
 from reconciler.runtime.workqueue import WorkQueue
@@ -38,27 +40,13 @@ def version_lines() -> list[str]:
             f"OS/Arch: {platform.system().lower()}/{platform.machine()}"]
 
 
-async def _serve(port: int, routes: list[web.RouteDef]) -> web.AppRunner | None:
-    if not port:
-        return None
-    app = web.Application()
-    app.add_routes(routes)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "0.0.0.0", port).start()
-    return runner
-
-
 async def run(options: Options) -> int:
     configuration = await load_configuration(options.kubeconfig, options.master)
     client = KubeClient(configuration, options.kube_api_qps, options.kube_api_burst)
     try:
-        await client.request("GET", MPIJOBS.path(options.namespace), params={"limit": "1"})
-    except ApiError as error:
+        await _check_crd(client, options.namespace, configuration.host)
+    except (StartupError, _CrdMissingError):
         await client.close()
-        if error.not_found:
-            logger.error("CRD doesn't exist. Exiting")
-            return 1
         raise
     metrics = OperatorMetrics()
     gang = GangScheduling.from_flag(options.gang_scheduling)
@@ -68,38 +56,55 @@ async def run(options: Options) -> int:
     controller = Controller(client, reconciler, WorkQueue(options.queue_rate_limit, options.queue_burst),
                             namespace=options.namespace, threadiness=options.threadiness,
                             child_event_delay=options.child_event_delay, gang=gang)
-
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
+    # Leader election has a client of its own (own connections, no client-side rate limit): its renewals
+    # must never wait behind the controller's bulk writes, or a large job costs the Lease.
+    lease_client = KubeClient(configuration, qps=0, burst=1) if options.leader_elect else None
+    elector = LeaderElector(lease_client, options.lock_namespace) if lease_client is not None else None
+    health = Health()
 
     async def metrics_page(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    runners = [await _serve(options.health_port, [web.get("/healthz", healthz)]),
-               await _serve(options.monitoring_port, [web.get("/metrics", metrics_page)])]
+    runners = [await serve(options.health_port, [web.get("/healthz", health.healthz)]),
+               await serve(options.monitoring_port, [web.get("/metrics", metrics_page)])]
     try:
-        return await _lead(options, client, controller, metrics)
+        return await _lead(controller, elector, health, metrics)
     finally:
         for runner in runners:
             if runner is not None:
                 await runner.cleanup()
         await client.close()
+        if lease_client is not None:
+            await lease_client.close()
 
 
-async def _lead(options: Options, client: KubeClient, controller: Controller, metrics: OperatorMetrics) -> int:
+class _CrdMissingError(Exception):
+    pass
+
+
+async def _check_crd(client: KubeClient, namespace: str, host: str) -> None:
+    """The MPIJob API answers; StartupError (or _CrdMissingError) says why not."""
+    try:
+        await client.request("GET", MPIJOBS.path(namespace), params={"limit": "1"})
+    except ApiError as error:
+        if error.not_found:
+            raise _CrdMissingError from None
+        raise StartupError(f"the API server at {host} refused to list MPIJobs: {error}") from None
+    except (aiohttp.ClientError, OSError) as error:
+        raise StartupError(f"cannot reach the API server at {host}: {error or type(error).__name__}") from None
+
+
+async def _lead(controller: Controller, elector: LeaderElector | None, health: Health,
+                metrics: OperatorMetrics) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    elector = LeaderElector(client, options.lock_namespace) if options.leader_elect else None
+    if elector is not None and not await _until_leader(elector, stop):
+        return 0
     if elector is not None:
-        acquiring = asyncio.create_task(elector.acquire())
-        stopping = asyncio.create_task(stop.wait())
-        await asyncio.wait([acquiring, stopping], return_when=asyncio.FIRST_COMPLETED)
-        if stop.is_set():
-            acquiring.cancel()
-            return 0
-        stopping.cancel()
+        health.add("leader", elector.problem)
+    health.add("informers", lambda: _stopped_informers(controller))
     metrics.is_leader.set(1)
     tasks = [asyncio.create_task(controller.run()), asyncio.create_task(stop.wait())]
     if elector is not None:
@@ -110,13 +115,32 @@ async def _lead(options: Options, client: KubeClient, controller: Controller, me
         with contextlib.suppress(asyncio.CancelledError):
             await task
     metrics.is_leader.set(0)
+    if elector is not None and stop.is_set():
+        await elector.release()
     if stop.is_set():
         logger.info("stopped")
         return 0
     for task in done:
-        if task.exception() is not None:
+        if not task.cancelled() and task.exception() is not None:
             logger.error("controller stopped", exc_info=task.exception())
     return 1
+
+
+async def _until_leader(elector: LeaderElector, stop: asyncio.Event) -> bool:
+    """Wait for the Lease; False when asked to stop first. Only a Lease really held returns True."""
+    acquiring = asyncio.create_task(elector.acquire())
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait([acquiring, stopping], return_when=asyncio.FIRST_COMPLETED)
+    for task in (acquiring, stopping):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return not stop.is_set() and elector.leading.is_set()
+
+
+def _stopped_informers(controller: Controller) -> str | None:
+    stopped = [informer.resource.plural for informer in controller.informers if informer.started and not informer.running]
+    return f"stopped: {', '.join(stopped)}" if stopped else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -129,7 +153,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(version_lines()))
         return 0
     configure_logging(options.log_level, options.log_format)
-    return asyncio.run(run(options))
+    try:
+        return asyncio.run(run(options))
+    except StartupError as error:
+        print(f"python -m reconciler: error: {error}", file=sys.stderr)
+        return 1
+    except _CrdMissingError:
+        logger.error("CRD doesn't exist. Exiting")
+        return 1
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ encoded with orjson.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -19,6 +21,8 @@ from shared.jsondict import JSONDict
 
 USER_AGENT = "mpi-operator"
 REQUEST_TIMEOUT = 30.0
+MAX_THROTTLE_RETRIES = 10
+MAX_EVENT_BYTES = 64 << 20  # a watch event larger than this is a broken stream, not an object
 
 
 class ApiError(Exception):
@@ -45,22 +49,51 @@ class ApiError(Exception):
         return self.status == 410
 
 
+class StartupError(Exception):
+    """The process cannot start: a message for the user, printed as one line."""
+
+
+def kubeconfig_path(kubeconfig: str) -> str:
+    """The kubeconfig file to load, or "" for the in-cluster configuration; StartupError when none works."""
+    if kubeconfig:
+        if not os.path.isfile(kubeconfig):
+            raise StartupError(f"kubeconfig {kubeconfig}: no such file")
+        return kubeconfig
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.environ.get("KUBERNETES_SERVICE_PORT"):
+        return ""
+    default = os.path.expanduser("~/.kube/config")
+    if not os.path.isfile(default):
+        raise StartupError(f"no kubeconfig: pass --kubeConfig or set KUBECONFIG ({default} does not exist), "
+                           "or run in a cluster (KUBERNETES_SERVICE_HOST is not set)")
+    return default
+
+
 async def load_configuration(kubeconfig: str = "", master: str = "") -> Any:
-    """A kubernetes-asyncio Configuration: from ``kubeconfig`` if given, else in-cluster, else ~/.kube/config."""
+    """A kubernetes-asyncio Configuration: from ``kubeconfig`` if given, else in-cluster, else ~/.kube/config.
+    Raises StartupError naming the problem."""
     from kubernetes_asyncio import config  # noqa: PLC0415  (slow import, kept out of module load)
     from kubernetes_asyncio.client import Configuration  # noqa: PLC0415
 
     configuration = Configuration()
-    if kubeconfig:
-        await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    path = kubeconfig_path(kubeconfig)
+    if path:
+        await _load_kubeconfig(config, configuration, path)
     else:
         try:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except config.ConfigException:
-            await config.load_kube_config(client_configuration=configuration)
+        except config.ConfigException as error:
+            raise StartupError(f"in-cluster configuration is not usable: {error}") from None
     if master:
         configuration.host = master
     return configuration
+
+
+async def _load_kubeconfig(config: Any, configuration: Any, path: str) -> None:
+    try:
+        await config.load_kube_config(config_file=path, client_configuration=configuration)
+    except Exception as error:  # the loader raises ConfigException, YAML errors, KeyError, TypeError, OSError
+        detail = " ".join(str(error).split()) or type(error).__name__  # one line
+        raise StartupError(f"kubeconfig {path} is not usable: {detail}") from None
 
 
 class KubeClient:
@@ -70,6 +103,7 @@ class KubeClient:
         self.configuration = configuration
         self.limiter = TokenBucket(qps, burst)
         self._session: aiohttp.ClientSession | None = None
+        self.throttled = 0  # 429 answers retried
 
     def _ssl_context(self) -> ssl.SSLContext:
         cfg = self.configuration
@@ -100,21 +134,29 @@ class KubeClient:
 
     async def request(self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None,
                       content_type: str = "application/json") -> JSONDict:
-        """One API call; the decoded JSON answer, or ApiError."""
-        await self.limiter.acquire()
+        """One API call; the decoded JSON answer, or ApiError. A 429 (the API server's Priority and Fairness
+        pushing back) is retried after its Retry-After, at most ``MAX_THROTTLE_RETRIES`` times, as client-go does."""
         data = orjson.dumps(body) if body is not None else None
-        async with self.session.request(
-            method, self.configuration.host + path, data=data, params=params,
-            headers=await self._headers(content_type), timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
-        ) as response:
-            raw = await response.read()
-            if response.status >= 300:
-                raise _api_error(response.status, raw)
-            decoded: JSONDict = orjson.loads(raw) if raw else {}
-            return decoded
+        for attempt in range(MAX_THROTTLE_RETRIES + 1):
+            await self.limiter.acquire()
+            async with self.session.request(
+                method, self.configuration.host + path, data=data, params=params,
+                headers=await self._headers(content_type), timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
+            ) as response:
+                raw = await response.read()
+                if response.status == 429 and attempt < MAX_THROTTLE_RETRIES:
+                    self.throttled += 1
+                    await asyncio.sleep(retry_after(response.headers.get("Retry-After"), attempt))
+                    continue
+                if response.status >= 300:
+                    raise _api_error(response.status, raw)
+                decoded: JSONDict = orjson.loads(raw) if raw else {}
+                return decoded
+        raise AssertionError("unreachable")  # the last attempt returns or raises
 
     async def watch(self, path: str, params: dict[str, str]) -> AsyncIterator[JSONDict]:
-        """The events of one watch request (``watch=1``), until the server closes it."""
+        """The events of one watch request (``watch=1``), until the server closes it. Events are split on
+        newlines by ``split_lines``, so an event of any size the cluster can store is read whole."""
         await self.limiter.acquire()
         query = {**params, "watch": "1", "allowWatchBookmarks": "true"}
         async with self.session.get(
@@ -123,9 +165,8 @@ class KubeClient:
         ) as response:
             if response.status >= 300:
                 raise _api_error(response.status, await response.read())
-            async for line in response.content:
-                if line.strip():
-                    yield orjson.loads(line)
+            async for line in split_lines(response.content.iter_any()):
+                yield orjson.loads(line)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -141,3 +182,31 @@ def _api_error(status: int, raw: bytes) -> ApiError:
     if not isinstance(body, dict):
         return ApiError(status, "", str(body)[:500])
     return ApiError(status, str(body.get("reason") or ""), str(body.get("message") or ""))
+
+
+def retry_after(header: str | None, attempt: int) -> float:
+    """Seconds to wait after a 429: the Retry-After header (capped), else an exponential backoff."""
+    try:
+        seconds = float(header) if header else 0.0
+    except ValueError:
+        seconds = 0.0
+    return min(seconds, 10.0) if seconds > 0 else min(0.1 * 2**attempt, 5.0)
+
+
+async def split_lines(chunks: AsyncIterable[bytes], limit: int = MAX_EVENT_BYTES) -> AsyncIterator[bytes]:
+    """The non-empty newline-terminated lines of a byte stream, whatever their size up to ``limit``
+    (aiohttp's own line reader refuses lines over its buffer size)."""
+    buffer = bytearray()
+    async for chunk in chunks:
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            buffer += chunk[start:end]
+            if buffer.strip():
+                yield bytes(buffer)
+            buffer.clear()
+            start = end + 1
+        buffer += chunk[start:]
+        if len(buffer) > limit:
+            raise ValueError(f"a watch event is larger than {limit} bytes")
+    if buffer.strip():
+        yield bytes(buffer)

@@ -38,9 +38,17 @@ class Informer:
         self.namespace, self.label_selector = namespace, label_selector
         self.store = Store()
         self.synced = asyncio.Event()
+        self.started = self.running = False  # started and no longer running: /healthz fails
         self._version = ""
 
     async def run(self) -> None:
+        self.started = self.running = True
+        try:
+            await self._run()
+        finally:
+            self.running = False
+
+    async def _run(self) -> None:
         backoff = 0.2
         while True:
             try:

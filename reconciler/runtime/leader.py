@@ -1,98 +1,192 @@
-"""Leader election on a coordination.k8s.io/v1 Lease, with upstream's timings (15 s / 5 s / 3 s).
+"""Leader election on a coordination.k8s.io/v1 Lease, judged as client-go's ``leaderelection`` does.
 
-``LeaderElector.run`` acquires the Lease, keeps renewing it, and returns (so the process exits)
-when it loses it, as upstream's controller does.
+Upstream's timings: a lease lasts 15 s, the leader must renew within 5 s, attempts are 3 s apart.
+Expiry is never judged by comparing another host's ``renewTime`` with our clock: a Lease held by
+someone else counts as expired only when this process has seen the same record, unchanged, for the
+whole lease duration (by its own monotonic clock). Any failure while acquiring (a dropped connection,
+a timeout, a Lease that cannot be read) means "not acquired, try again": only a successful write of a
+record naming us makes this process the leader. ``release`` hands the Lease back on shutdown so that a
+successor takes over at once. The elector should have an API client of its own, so that its requests
+never wait behind the bulk writes of the controller.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import socket
+import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from reconciler.runtime.client import ApiError, KubeClient
 from reconciler.runtime.resources import LEASES
 from shared.jsondict import JSONDict
 
-logger = logging.getLogger("reconciler.runtime.leader")
+logger = logging.getLogger("reconciler.leader")
+JITTER = 1.2  # client-go's JitterFactor for the acquire loop
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
+def _micro_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _micro(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The fields of a Lease spec that leader election reads, tolerant of missing or odd values."""
 
+    holder: str = ""
+    duration: float = 0.0
+    acquire_time: str = ""
+    transitions: int = 0
+    renew_time: str = ""
 
-def _parse(text: str) -> datetime:
-    return datetime.strptime(text.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z")
+    @classmethod
+    def of(cls, lease: JSONDict) -> LeaseRecord:
+        spec = lease.get("spec")
+        spec = spec if isinstance(spec, dict) else {}
+
+        def number(key: str) -> int:
+            value = spec.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+        def text(key: str) -> str:
+            value = spec.get(key)
+            return value if isinstance(value, str) else ""
+
+        return cls(text("holderIdentity"), float(number("leaseDurationSeconds")), text("acquireTime"),
+                   number("leaseTransitions"), text("renewTime"))
 
 
 class LeaderElector:
     def __init__(self, client: KubeClient, namespace: str, name: str = "mpi-operator", *,
-                 lease_duration: float = 15.0, renew_deadline: float = 5.0, retry_period: float = 3.0) -> None:
+                 lease_duration: float = 15.0, renew_deadline: float = 5.0, retry_period: float = 3.0,
+                 identity: str = "", clock: Callable[[], float] = time.monotonic) -> None:
         self.client, self.namespace, self.name = client, namespace, name
-        self.identity = f"{socket.gethostname()}_{uuid.uuid4()}"
+        self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
         self.lease_duration, self.renew_deadline, self.retry_period = lease_duration, renew_deadline, retry_period
+        self.clock = clock
         self.leading = asyncio.Event()
+        self.last_renewal: float | None = None
+        self._observed: LeaseRecord | None = None
+        self._observed_at = 0.0
 
-    def _spec(self, acquire: datetime | None, transitions: int) -> JSONDict:
-        now = _now()
+    def _spec(self, acquire_time: str, transitions: int) -> JSONDict:
         return {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
-                "acquireTime": _micro(acquire or now), "renewTime": _micro(now), "leaseTransitions": transitions}
+                "acquireTime": acquire_time, "renewTime": _micro_now(), "leaseTransitions": transitions}
+
+    def _observe(self, record: LeaseRecord) -> None:
+        if record != self._observed:
+            self._observed, self._observed_at = record, self.clock()
+
+    def held_by_other(self, record: LeaseRecord) -> bool:
+        """Someone else holds the Lease and we have not seen it unchanged for its whole duration."""
+        return bool(record.holder) and record.holder != self.identity and (
+            self._observed_at + record.duration > self.clock())
 
     async def try_acquire_or_renew(self) -> bool:
+        """One attempt: True only when a record naming us was written. Raises on API failures."""
+        path = LEASES.path(self.namespace, self.name)
         try:
-            lease = await self.client.request("GET", LEASES.path(self.namespace, self.name))
+            lease = await self.client.request("GET", path)
         except ApiError as error:
             if not error.not_found:
                 raise
-            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": self.name, "namespace": self.namespace}, "spec": self._spec(None, 0)}
-            await self.client.request("POST", LEASES.path(self.namespace), body)
-            return True
-        spec = lease.get("spec") or {}
-        holder = spec.get("holderIdentity")
-        renewed = spec.get("renewTime")
-        expired = not renewed or _parse(renewed) + timedelta(seconds=spec.get("leaseDurationSeconds", 15)) < _now()
-        if holder and holder != self.identity and not expired:
+            return await self._create()
+        record = LeaseRecord.of(lease)
+        self._observe(record)
+        if self.held_by_other(record):
             return False
-        ours = holder == self.identity
-        acquire = _parse(spec["acquireTime"]) if ours and spec.get("acquireTime") else None
-        transitions = int(spec.get("leaseTransitions") or 0) + (0 if ours else 1)
-        lease["spec"] = self._spec(acquire, transitions)
-        await self.client.request("PUT", LEASES.path(self.namespace, self.name), lease)
+        ours = record.holder == self.identity
+        acquire_time = record.acquire_time if ours and record.acquire_time else _micro_now()
+        metadata = lease.get("metadata") if isinstance(lease.get("metadata"), dict) else {}
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
+                "spec": self._spec(acquire_time, record.transitions + (0 if ours else 1))}
+        try:
+            written = await self.client.request("PUT", path, body)
+        except ApiError as error:
+            if error.conflict:  # someone else wrote it since our GET
+                return False
+            raise
+        self._observe(LeaseRecord.of(written))
         return True
+
+    async def _create(self) -> bool:
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace}, "spec": self._spec(_micro_now(), 0)}
+        try:
+            written = await self.client.request("POST", LEASES.path(self.namespace), body)
+        except ApiError as error:
+            if error.already_exists:
+                return False
+            raise
+        self._observe(LeaseRecord.of(written))
+        return True
+
+    async def _attempt(self, budget: float) -> bool:
+        """``try_acquire_or_renew`` bounded by ``budget`` seconds; every failure is logged and counts as False."""
+        try:
+            return await asyncio.wait_for(self.try_acquire_or_renew(), max(budget, 0.001))
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # a timeout, a dropped connection, a refusal: not acquired
+            logger.warning("lease attempt failed", extra={"kv": {"lease": self.name, "error": repr(error)}})
+            return False
 
     async def acquire(self) -> None:
         """Wait until this process holds the Lease."""
         while True:
-            try:
-                if await self.try_acquire_or_renew():
-                    logger.info("became leader", extra={"kv": {"identity": self.identity, "lease": self.name}})
-                    self.leading.set()
-                    return
-            except (ApiError, OSError) as error:
-                logger.warning("leader election failed", extra={"kv": {"error": str(error)}})
-            await asyncio.sleep(self.retry_period)
+            if await self._attempt(self.renew_deadline):
+                self.last_renewal = self.clock()
+                self.leading.set()
+                logger.info("became leader", extra={"kv": {"identity": self.identity, "lease": self.name}})
+                return
+            await asyncio.sleep(self.retry_period * (1 + random.random() * (JITTER - 1)))
 
     async def keep(self) -> None:
-        """Renew until a renewal misses its deadline, then return (leadership lost)."""
-        last = asyncio.get_running_loop().time()
+        """Renew every ``retry_period``; return (leadership lost) when no renewal succeeds within
+        ``renew_deadline`` of a cycle's start."""
         while True:
             await asyncio.sleep(self.retry_period)
-            held = True
-            try:
-                held = await asyncio.wait_for(self.try_acquire_or_renew(), self.renew_deadline)
-                if held:
-                    last = asyncio.get_running_loop().time()
-                    continue
-            except (ApiError, OSError, TimeoutError) as error:
-                logger.warning("lease renewal failed", extra={"kv": {"error": str(error)}})
-            if not held or asyncio.get_running_loop().time() - last > self.renew_deadline:
+            deadline = self.clock() + self.renew_deadline
+            renewed = await self._attempt(deadline - self.clock())
+            while not renewed and deadline - self.clock() > 0:
+                await asyncio.sleep(min(self.retry_period, deadline - self.clock()))
+                if deadline - self.clock() > 0:
+                    renewed = await self._attempt(deadline - self.clock())
+            if not renewed:
                 self.leading.clear()
-                logger.error("leader election lost", extra={"kv": {"identity": self.identity}})
+                logger.error("leader election lost", extra={"kv": {"identity": self.identity, "lease": self.name}})
                 return
+            self.last_renewal = self.clock()
+
+    async def release(self, budget: float = 5.0) -> None:
+        """Hand the Lease back (holder emptied, 1 s duration) if we hold it, so a successor need not wait."""
+        if not self.leading.is_set():
+            return
+        self.leading.clear()
+        path = LEASES.path(self.namespace, self.name)
+        try:
+            async with asyncio.timeout(budget):
+                lease = await self.client.request("GET", path)
+                record = LeaseRecord.of(lease)
+                if record.holder != self.identity:
+                    return
+                now = _micro_now()
+                spec = {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now,
+                        "leaseTransitions": record.transitions}
+                await self.client.request("PUT", path, {**lease, "spec": spec})
+            logger.info("lease released", extra={"kv": {"identity": self.identity, "lease": self.name}})
+        except Exception as error:  # the Lease then simply expires
+            logger.warning("lease release failed", extra={"kv": {"lease": self.name, "error": repr(error)}})
+
+    def problem(self) -> str | None:
+        """Why this process should not be considered healthy as a leader, or None."""
+        if not self.leading.is_set():
+            return "leadership lost"
+        if self.last_renewal is not None and self.clock() - self.last_renewal > self.lease_duration:
+            return f"lease not renewed for {self.clock() - self.last_renewal:.0f} s"
+        return None

@@ -162,7 +162,7 @@ class LocalCluster:
 
     def _start_all(self, bin_dir: Path) -> None:
         d = self.work_dir
-        pki = create_pki(d / "pki")
+        pki = create_pki(d / "pki", serving_sans=self.serving_sans())
         p = processes.free_port
         self.ports = ports = components.Ports(p(), p(), p(), p(), p())
         write_kubeconfig(self.kubeconfig, self.server, pki)
@@ -190,6 +190,10 @@ class LocalCluster:
         self._timed("kube-scheduler", lambda: processes.wait_healthy(
             sched, f"https://127.0.0.1:{ports.scheduler}/healthz", self.start_timeout, context=insecure))
         self._timed("nodes", self._create_nodes)
+
+    def serving_sans(self) -> tuple[str, ...]:
+        """Names and addresses the API server's certificate holds besides localhost and 127.0.0.1."""
+        return ()
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> processes.Process:
         proc = processes.start(name, argv, self.logs_dir / f"{name}.log", env=env, cwd=self.work_dir,

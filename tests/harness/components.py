@@ -67,8 +67,18 @@ def advertise_flags() -> list[str]:
     return [f"--advertise-address={FALLBACK_ADVERTISE}", "--endpoint-reconciler-type=none"]
 
 
+def _flag_name(arg: str) -> str:
+    return arg.split("=", 1)[0]
+
+
 def apiserver_argv(binary: Path, pki: Pki, ports: Ports, extra: list[str]) -> list[str]:
-    """envtest's flags plus an explicit serving pair; `extra` comes last, so it overrides."""
+    """envtest's flags plus an explicit serving pair; a flag in `extra` replaces the default of the same
+    name (list flags such as --authorization-mode would otherwise accumulate), the rest comes last."""
+    replaced = {_flag_name(a) for a in extra if a.startswith("--")}
+    return [a for a in _default_apiserver_argv(binary, pki, ports) if _flag_name(a) not in replaced] + list(extra)
+
+
+def _default_apiserver_argv(binary: Path, pki: Pki, ports: Ports) -> list[str]:
     return [str(binary), f"--etcd-servers=http://127.0.0.1:{ports.etcd}",
             "--bind-address=127.0.0.1", f"--secure-port={ports.apiserver}", f"--cert-dir={pki.dir}",
             f"--tls-cert-file={pki.serving_cert}", f"--tls-private-key-file={pki.serving_key}",
@@ -77,7 +87,7 @@ def apiserver_argv(binary: Path, pki: Pki, ports: Ports, extra: list[str]) -> li
             f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC", "--allow-privileged=true",
             "--disable-admission-plugins=ServiceAccount", "--enable-priority-and-fairness=false",
-            "--profiling=false", "--v=1", *advertise_flags(), *extra]
+            "--profiling=false", "--v=1", *advertise_flags()]
 
 
 def controller_manager_argv(binary: Path, kubeconfig: Path, pki: Pki, ports: Ports, extra: list[str]) -> list[str]:

@@ -14,6 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 STAGES_DIR = REPO_ROOT / "tests" / "kwok" / "stages"
 POD_CIDR = "10.244.0.0/16"
 NODE_LEASE_SECONDS = 40
+FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node=fake"  # what nodes.build_node puts on every fake node
 
 
 def stage_files(stages_dir: Path = STAGES_DIR) -> list[Path]:
@@ -36,7 +37,8 @@ def write_config(path: Path, *, stages_dir: Path = STAGES_DIR) -> Path:
 
 def argv(binary: Path, kubeconfig: Path, config: Path) -> list[str]:
     return [str(binary), f"--kubeconfig={kubeconfig}", f"--config={config}",
-            "--manage-all-nodes=true", f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
+            f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}",  # never a real kubelet's node
+            f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
             f"--cidr={POD_CIDR}"]
 
 

@@ -105,7 +105,7 @@ def _write_ca(pki: Pki) -> None:
 
 
 def issue(pki: Pki, cert_path: Path, key_path: Path, common_name: str, *, organizations: tuple[str, ...] = (),
-          server: bool = False) -> None:
+          server: bool = False, extra_sans: tuple[str, ...] = ()) -> None:
     """Issue a leaf certificate from the harness CA: a serving certificate for 127.0.0.1/localhost when
     `server`, otherwise a client certificate whose CN is the user name and whose O entries are its groups."""
     ca_cert, ca_key = _load_ca(pki)
@@ -124,19 +124,27 @@ def issue(pki: Pki, cert_path: Path, key_path: Path, common_name: str, *, organi
                               critical=False))
     if server:
         builder = builder.add_extension(x509.SubjectAlternativeName([
-            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            *(_san(name) for name in extra_sans)]), critical=False)
     cert = builder.sign(ca_key, hashes.SHA256())
     _write(key_path, _key_pem(key))
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
-def create_pki(directory: Path) -> Pki:
+def _san(name: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+def create_pki(directory: Path, *, serving_sans: tuple[str, ...] = ()) -> Pki:
     """Write a fresh CA, the apiserver serving pair, the admin (system:masters) client pair and the
     service-account signing key into `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
     pki = Pki(directory)
     _write_ca(pki)
-    issue(pki, pki.serving_cert, pki.serving_key, "localhost", server=True)
+    issue(pki, pki.serving_cert, pki.serving_key, "localhost", server=True, extra_sans=serving_sans)
     issue(pki, pki.admin_cert, pki.admin_key, "admin", organizations=("system:masters",))
     sa = _new_key()
     _write(pki.sa_key, _key_pem(sa))

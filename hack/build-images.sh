@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Builds the images the real node runs, without a registry or a Docker engine, into a cache directory
+# outside the checkout: a root filesystem from Debian packages (mmdebstrap), packed as a docker-archive
+# (hack/image_archive.py) that `ctr -n k8s.io images import` takes.
+#   pause                        the pod sandbox image (registry.k8s.io/pause:3.10), from hack/images/pause
+#   mpioperator/mpi-pi:openmpi   compatible with upstream's example images (see hack/images/README.md)
+#   mpioperator/mpi-pi:mpich
+#   mpioperator/mpi-pi:intel     Intel MPI from the PyPI wheels impi-rt and impi-devel
+# Usage: build-images.sh [pause|openmpi|mpich|intel ...] (default: all). Each archive is keyed by the
+# hash of its inputs; a second run with the archives present does no work. Prints the image directory.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+SRC="$HERE/images"
+OUT="${IMAGES_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/mpijob-operator/images}"
+SUITE="${DEBIAN_SUITE:-bookworm}"
+MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+IMPI_VERSION="${IMPI_VERSION:-2021.13.1}"
+PAUSE_TAG="registry.k8s.io/pause:3.10"
+
+log() { printf '[build-images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+inputs_hash() { cat "$0" "$HERE/image_archive.py" "$SRC"/pi.c "$SRC"/entrypoint.sh "$SRC"/sshd_config "$@" \
+  | sha256sum | cut -c1-12; }
+mkdir -p "$OUT"
+exec 9>"$OUT/.build.lock"
+flock -n 9 || { log "another build is running; waiting for it ..."; flock 9; }
+
+pack() {  # pack LAYER OUT TAG [image_archive args...]
+  local layer=$1 out=$2 tag=$3; shift 3
+  (cd "$HERE/.." && python3 -m hack.image_archive --layer "$layer" --out "$out" --tag "$tag" "$@") >/dev/null
+  rm -f "$layer"
+  log "$tag: $(du -m "$out" | cut -f1) MB"
+}
+
+build_pause() {
+  local out="$OUT/pause-$(inputs_hash "$SRC/pause/main.go").tar"
+  [[ -f "$out" ]] && return 0
+  local work; work="$(mktemp -d)"
+  mkdir -p "$work/root"
+  (cd "$SRC/pause" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-buildvcs=false \
+    go build -trimpath -ldflags "-s -w" -o "$work/root/pause" .)
+  tar -C "$work/root" --owner=0 --group=0 -cf "$work/layer.tar" pause
+  pack "$work/layer.tar" "$out" "$PAUSE_TAG" --entrypoint /pause --user 65535:65535
+  rm -rf "$work"
+}
+
+# The common part of the pi images, as upstream's build/base/Dockerfile: sshd and ssh on port 2222 with
+# host-key checks off, StrictModes no, user mpiuser (uid 1000) with its own sshd config, /entrypoint.sh.
+BASE_HOOKS=(
+  --customize-hook='mkdir -p "$1/run/sshd" "$1/var/run/sshd"'
+  --customize-hook='sed -i "s/[ #]\(.*StrictHostKeyChecking \).*/ \1no/g; s/[ #]\(.*Port \).*/ \12222/g" "$1/etc/ssh/ssh_config"'
+  --customize-hook='echo "    UserKnownHostsFile /dev/null" >> "$1/etc/ssh/ssh_config"'
+  --customize-hook='sed -i "s/#\(StrictModes \).*/\1no/g; s/#\(Port \).*/\12222/g" "$1/etc/ssh/sshd_config"'
+  --customize-hook='chroot "$1" useradd -m -u 1000 -s /bin/bash mpiuser'
+  --customize-hook="upload $SRC/sshd_config /home/mpiuser/.sshd_config"
+  --customize-hook="upload $SRC/entrypoint.sh /entrypoint.sh"
+  --customize-hook="upload $SRC/pi.c /tmp/pi.c"
+  --customize-hook='chmod 0755 "$1/entrypoint.sh"'
+)
+FINAL_HOOKS=(
+  --customize-hook='chroot "$1" chown -R mpiuser:mpiuser /home/mpiuser'
+  --customize-hook='rm -rf "$1/tmp/pi.c" "$1/var/cache/apt/archives"/*.deb "$1/var/lib/apt/lists"/* "$1/usr/share/doc" "$1/usr/share/man"'
+)
+BASE_PKGS="openssh-server,openssh-client,ca-certificates,procps,iproute2,dnsutils"
+
+debian_image() {  # debian_image NAME PACKAGES DEV_PACKAGES COMPILE [EXTRA_HOOK...]
+  local name=$1 pkgs=$2 dev=$3 compile=$4; shift 4
+  local tag="mpioperator/mpi-pi:$name"
+  local out="$OUT/mpi-pi-$name-$(inputs_hash <(echo "$pkgs $dev $compile $SUITE $IMPI_VERSION $*")).tar"
+  [[ -f "$out" ]] && return 0
+  command -v mmdebstrap >/dev/null || { log "error: mmdebstrap is missing (apt-get install mmdebstrap)"; exit 2; }
+  local work; work="$(mktemp -d)"
+  log "$tag: mmdebstrap $SUITE with $pkgs"
+  mmdebstrap --quiet --variant=apt --format=tar --include="$BASE_PKGS,$pkgs,$dev" "${BASE_HOOKS[@]}" "$@" \
+    --customize-hook="chroot \"\$1\" sh -c '$compile -O2 -o /home/mpiuser/pi /tmp/pi.c'" \
+    --customize-hook="chroot \"\$1\" apt-get purge -y -q --autoremove ${dev//,/ } >/dev/null" \
+    "${FINAL_HOOKS[@]}" "$SUITE" "$work/layer.tar" "$MIRROR" >&2
+  pack "$work/layer.tar" "$out" "$tag" --entrypoint /entrypoint.sh --workdir /home/mpiuser \
+    --env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+  rm -rf "$work"
+}
+
+build_openmpi() { debian_image openmpi openmpi-bin libopenmpi-dev,gcc,libc6-dev mpicc; }
+build_mpich() { debian_image mpich mpich libmpich-dev,gcc,libc6-dev mpicc; }
+build_intel() {  # the wheels install under /usr/local (bin/mpiexec.hydra, lib/libmpi.so, include/mpi.h)
+  debian_image intel python3-pip gcc,libc6-dev \
+    "I_MPI_ROOT=/usr/local gcc -I/usr/local/include -L/usr/local/lib -Wl,-rpath,/usr/local/lib -lmpi" \
+    --customize-hook="chroot \"\$1\" pip install --quiet --break-system-packages --no-cache-dir --prefix /usr/local impi-rt==$IMPI_VERSION impi-devel==$IMPI_VERSION"
+}
+
+targets=("$@"); (( ${#targets[@]} )) || targets=(pause openmpi mpich intel)
+for t in "${targets[@]}"; do
+  began=$SECONDS
+  "build_$t"
+  log "$t ready ($((SECONDS - began)) s)"
+done
+echo "$OUT"

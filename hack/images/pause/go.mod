@@ -1,0 +1,3 @@
+module mpijob-operator.local/pause
+
+go 1.26

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from reconciler.mpijob.resources import owned_by_mpijob
 from reconciler.runtime.resources import controller_of
 from reconciler.runtime.store import Store
-from shared.api import constants as c
 from shared.jsondict import JSONDict
 
 Slimmer = Callable[[JSONDict], JSONDict | None]
@@ -24,14 +24,9 @@ def _slim_meta(obj: JSONDict) -> JSONDict:
     return {key: metadata[key] for key in _META_KEYS if key in metadata}
 
 
-def _owned_by_mpijob(obj: JSONDict) -> bool:
-    ref = controller_of(obj)
-    return ref is not None and ref.get("kind") == c.KIND and str(ref.get("apiVersion", "")).startswith(c.GROUP + "/")
-
-
 def slim_pod(obj: JSONDict) -> JSONDict | None:
     ref = controller_of(obj)
-    if ref is None or not (_owned_by_mpijob(obj) or ref.get("kind") == "Job"):
+    if ref is None or not (owned_by_mpijob(obj) or ref.get("kind") == "Job"):
         return None
     status = obj.get("status") or {}
     slim_status = {key: status[key] for key in ("phase", "reason", "message") if key in status}
@@ -42,7 +37,7 @@ def slim_pod(obj: JSONDict) -> JSONDict | None:
 
 
 def slim_job(obj: JSONDict) -> JSONDict | None:
-    if not _owned_by_mpijob(obj):
+    if not owned_by_mpijob(obj):
         return None
     status = obj.get("status") or {}
     keep = ("conditions", "failed", "succeeded", "active", "startTime", "completionTime")
@@ -52,7 +47,7 @@ def slim_job(obj: JSONDict) -> JSONDict | None:
 
 
 def slim_service(obj: JSONDict) -> JSONDict | None:
-    if not _owned_by_mpijob(obj):
+    if not owned_by_mpijob(obj):
         return None
     spec = obj.get("spec") or {}
     return {"kind": "Service", "metadata": _slim_meta(obj),
@@ -60,28 +55,32 @@ def slim_service(obj: JSONDict) -> JSONDict | None:
 
 
 def slim_config_map(obj: JSONDict) -> JSONDict | None:
-    if not _owned_by_mpijob(obj):
+    if not owned_by_mpijob(obj):
         return None
     return {"kind": "ConfigMap", "metadata": _slim_meta(obj), "data": dict(obj.get("data") or {})}
 
 
 def slim_secret(obj: JSONDict) -> JSONDict | None:
     """Secrets keep their key names only: key material never sits in the cache."""
-    if not _owned_by_mpijob(obj):
+    if not owned_by_mpijob(obj):
         return None
     return {"kind": "Secret", "metadata": _slim_meta(obj), "type": obj.get("type", ""),
             "data": dict.fromkeys(obj.get("data") or {}, "")}
 
 
 def slim_pod_group(obj: JSONDict) -> JSONDict | None:
-    if not _owned_by_mpijob(obj):
+    if not owned_by_mpijob(obj):
         return None
     return {"apiVersion": obj.get("apiVersion", ""), "kind": "PodGroup", "metadata": _slim_meta(obj),
             "spec": dict(obj.get("spec") or {})}
 
 
 def slim_mpijob(obj: JSONDict) -> JSONDict | None:
-    return obj
+    """The whole MPIJob but its managedFields (often larger than the spec, and never read)."""
+    metadata = obj.get("metadata") or {}
+    if "managedFields" not in metadata:
+        return obj
+    return {**obj, "metadata": {key: value for key, value in metadata.items() if key != "managedFields"}}
 
 
 @dataclass

@@ -1,41 +1,27 @@
-"""The job's Service, ConfigMap, SSH Secret and launcher Job: get from the cache, create or update.
+"""The job's Service, ConfigMap, SSH Secret and launcher Job: get from the cache, create or converge.
 
-A create that answers 409 AlreadyExists (a cache that lags, a restarted reconciler) reads the object
-and goes on with it when the job controls it; an object we do not control is upstream's
-``ErrResourceExists``.
+A child that drifted converges in one merge patch with replace semantics (keys we do not set are
+nulled) carrying the resourceVersion read, so a later sync finds nothing to do.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from reconciler.mpijob import builders
 from reconciler.mpijob.caches import slim_job
 from reconciler.mpijob.context import JobContext
+from reconciler.mpijob.objects import create_or_get, ensure_controlled, get_or_create
 from reconciler.mpijob.status import Event, phase
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.resources import CONFIG_MAPS, JOBS, SECRETS, SERVICES, Resource, is_controlled_by, meta
-from reconciler.runtime.store import Store
 from shared.api import constants as c
 from shared.api import names
 from shared.jsondict import JSONDict
 
 
-async def _get_or_create(ctx: JobContext, store: Store, resource: Resource, desired: JSONDict) -> tuple[JSONDict, bool]:
-    """The controlled object with ``desired``'s name, created if missing; True when just created."""
-    name = desired["metadata"]["name"]
-    existing = store.get(ctx.namespace, name)
-    created = False
-    if existing is None:
-        try:
-            existing, created = await ctx.cluster.create(resource, desired), True
-        except ApiError as error:
-            if not error.already_exists:
-                raise
-            existing = await ctx.cluster.get(resource, ctx.namespace, name)
-    if not is_controlled_by(existing, ctx.uid):
-        raise await ctx.not_ours(name, str(existing.get("kind", "")) if not created else resource.kind)
-    return existing, created
+async def _patch(ctx: JobContext, resource: Resource, existing: JSONDict, patch: JSONDict) -> None:
+    """A merge patch of ``existing`` that fails with a conflict if it changed since it was read."""
+    body = {**patch, "metadata": {"resourceVersion": meta(existing)["resourceVersion"]}}
+    await ctx.cluster.patch(resource, ctx.namespace, meta(existing)["name"], body)
 
 
 async def find_launcher(ctx: JobContext, first_sync: bool) -> JSONDict | None:
@@ -49,18 +35,15 @@ async def find_launcher(ctx: JobContext, first_sync: bool) -> JSONDict | None:
         except ApiError as error:
             if not error.not_found:
                 raise
-    if launcher is not None and not is_controlled_by(launcher, ctx.uid):
-        raise await ctx.not_ours(meta(launcher)["name"], str(launcher.get("kind", "")))
-    return slim_job(launcher) if launcher is not None else None
+    return slim_job(ensure_controlled(ctx, launcher, JOBS)) if launcher is not None else None
 
 
 async def ensure_service(ctx: JobContext) -> None:
     desired = builders.build_service(ctx.job)
-    existing, created = await _get_or_create(ctx, ctx.caches.services, SERVICES, desired)
-    if not created and builders.service_needs_update(existing, desired):
-        spec = {key: desired["spec"].get(key) for key in ("selector", "publishNotReadyAddresses")}
-        patch = {"metadata": {"resourceVersion": meta(existing)["resourceVersion"]}, "spec": spec}
-        await ctx.cluster.patch(SERVICES, ctx.namespace, meta(existing)["name"], patch)
+    existing, created = await get_or_create(ctx, ctx.caches.services, SERVICES, desired)
+    spec = None if created else builders.service_spec_patch(existing, desired)
+    if spec is not None:
+        await _patch(ctx, SERVICES, existing, {"spec": spec})
 
 
 def running_workers(ctx: JobContext) -> list[JSONDict]:
@@ -72,29 +55,30 @@ def running_workers(ctx: JobContext) -> list[JSONDict]:
 
 async def ensure_config_map(ctx: JobContext) -> None:
     desired = builders.build_config_map(ctx.job, ctx.settings.cluster_domain, running_workers(ctx))
-    existing, created = await _get_or_create(ctx, ctx.caches.config_maps, CONFIG_MAPS, desired)
-    if not created and existing.get("data") != desired["data"]:
-        progress_only = (existing.get("data") or {}).get(c.HOSTFILE_NAME) == desired["data"][c.HOSTFILE_NAME]
-        if progress_only and ctx.settler.postpone(ctx.key, ctx.uid, "config"):
-            return  # only the Running workers in discover_hosts.sh changed: written at most every interval
-        removed: dict[str, Any] = {key: None for key in existing.get("data") or {} if key not in desired["data"]}
-        data = {**removed, **desired["data"]}
-        patch = {"metadata": {"resourceVersion": meta(existing)["resourceVersion"]}, "data": data}
-        await ctx.cluster.patch(CONFIG_MAPS, ctx.namespace, meta(existing)["name"], patch)
-        ctx.settler.wrote(ctx.uid, "config")
+    existing, created = await get_or_create(ctx, ctx.caches.config_maps, CONFIG_MAPS, desired)
+    if created or existing.get("data") == desired["data"]:
+        return
+    progress_only = (existing.get("data") or {}).get(c.HOSTFILE_NAME) == desired["data"][c.HOSTFILE_NAME]
+    if progress_only and ctx.settler.postpone(ctx.key, ctx.uid, "config"):
+        return  # only the Running workers in discover_hosts.sh changed: written at most every interval
+    await _patch(ctx, CONFIG_MAPS, existing, {"data": builders.replacing_merge_patch(existing.get("data"),
+                                                                                     desired["data"])})
+    ctx.settler.wrote(ctx.uid, "config")
 
 
 async def ensure_secret(ctx: JobContext) -> None:
-    """The SSH Secret; its key is generated once and only replaced when the Secret lost a key."""
+    """The SSH Secret. Its key pair is generated once: extra keys are removed, a Secret that lost half of its
+    pair gets a new pair, and an intact pair is never replaced (running jobs keep their credentials)."""
     existing = ctx.caches.secrets.get(ctx.namespace, names.ssh_secret_name(ctx.name))
-    if (existing is not None and is_controlled_by(existing, ctx.uid)
-            and not builders.ssh_secret_needs_new_keys(existing)):
-        return
-    desired = builders.build_ssh_secret(ctx.job, ctx.keygen())
-    existing, created = await _get_or_create(ctx, ctx.caches.secrets, SECRETS, desired)
-    if not created and builders.ssh_secret_needs_new_keys(existing):
-        patch = {"metadata": {"resourceVersion": meta(existing)["resourceVersion"]}, "data": desired["data"]}
-        await ctx.cluster.patch(SECRETS, ctx.namespace, meta(existing)["name"], patch)
+    if existing is None:
+        existing, created = await create_or_get(ctx, SECRETS, builders.build_ssh_secret(ctx.job, ctx.keygen()))
+        if created:
+            return
+    ensure_controlled(ctx, existing, SECRETS)
+    new_pair = None if builders.ssh_secret_has_key_pair(existing) else ctx.keygen()
+    data = builders.ssh_secret_data_patch(existing, new_pair)
+    if data is not None:
+        await _patch(ctx, SECRETS, existing, {"data": data})
 
 
 async def _restart_policy_event(ctx: JobContext) -> None:
@@ -107,7 +91,7 @@ async def create_launcher(ctx: JobContext) -> JSONDict:
     await _restart_policy_event(ctx)
     desired = builders.build_launcher_job(ctx.job, ctx.settings.gang)
     try:
-        launcher, _ = await _get_or_create(ctx, ctx.caches.jobs, JOBS, desired)
+        launcher, _ = await get_or_create(ctx, ctx.caches.jobs, JOBS, desired)
     except ApiError as error:
         await ctx.event(Event("Warning", c.REASON_FAILED, f"launcher pod created failed: {error}"))
         raise

@@ -6,8 +6,10 @@ Unit tests put a small recording fake of this seam in its place.
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
+from collections.abc import Iterable
 from typing import Protocol
 
 from reconciler.mpijob.status import Event
@@ -15,6 +17,8 @@ from reconciler.runtime.client import KubeClient
 from reconciler.runtime.resources import EVENTS, Resource, meta
 from shared.api import constants as c
 from shared.jsondict import JSONDict
+
+logger = logging.getLogger("reconciler")
 
 
 class Cluster(Protocol):
@@ -31,6 +35,15 @@ class Cluster(Protocol):
     async def delete(self, resource: Resource, namespace: str, name: str) -> None: ...
 
     async def record_event(self, involved: JSONDict, event: Event, now: str) -> None: ...
+
+
+async def record_events(cluster: Cluster, involved: JSONDict, events: Iterable[Event], now: str) -> None:
+    """The one way events are recorded: on ``involved``, best effort (a lost event never fails a sync)."""
+    for event in events:
+        try:
+            await cluster.record_event(involved, event, now)
+        except Exception as error:
+            logger.warning("event not recorded", extra={"kv": {"reason": event.reason, "error": str(error)}})
 
 
 class KubeCluster:

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from reconciler.mpijob.builders import GangScheduling
 from reconciler.mpijob.builders.common import is_suspended, run_policy_of, worker_replicas
 from reconciler.mpijob.caches import Caches
-from reconciler.mpijob.cluster import Cluster
+from reconciler.mpijob.cluster import Cluster, record_events
 from reconciler.mpijob.sshkeys import SSHKeyPair
 from reconciler.mpijob.status import Event
-from reconciler.runtime.client import ApiError
 from reconciler.runtime.expectations import Expectations
 from reconciler.runtime.settle import Settler
 from shared.api import MPIJob
 from shared.api import constants as c
 from shared.jsondict import JSONDict
-
-logger = logging.getLogger("reconciler")
 
 
 @dataclass(frozen=True)
@@ -30,7 +26,14 @@ class Settings:
 
 
 class ResourceExistsError(Exception):
-    """An object with one of the job's names exists and is not controlled by the job."""
+    """An object with one of the job's names exists and is not controlled by the job (upstream's message)."""
+
+    def __init__(self, name: str, kind: str) -> None:
+        super().__init__(f'Resource "{name}" of Kind "{kind}" already exists and is not managed by MPIJob')
+
+    @property
+    def event(self) -> Event:
+        return Event("Warning", c.REASON_RESOURCE_EXISTS, str(self))
 
 
 @dataclass
@@ -78,15 +81,6 @@ class JobContext:
     def worker_replicas(self) -> int:
         return worker_replicas(self.job)
 
-    async def event(self, event: Event) -> None:
-        """Record an event on the MPIJob now (best effort)."""
-        try:
-            await self.cluster.record_event(self.cached, event, self.now)
-        except ApiError as error:
-            logger.warning("event not recorded", extra={"kv": {"reason": event.reason, "error": str(error)}})
-
-    async def not_ours(self, name: str, kind: str) -> ResourceExistsError:
-        """Report an object we do not control (upstream's ErrResourceExists) and return the error to raise."""
-        message = f'Resource "{name}" of Kind "{kind}" already exists and is not managed by MPIJob'
-        await self.event(Event("Warning", c.REASON_RESOURCE_EXISTS, message))
-        return ResourceExistsError(message)
+    async def event(self, *events: Event) -> None:
+        """Record events on the MPIJob now (best effort)."""
+        await record_events(self.cluster, self.cached, events, self.now)

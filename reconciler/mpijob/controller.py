@@ -1,7 +1,8 @@
 """The controller: informers feed the caches and the work queue; workers run ``Reconciler.sync``.
 
 Child events map to the owning MPIJob (launcher Pod -> Job -> MPIJob). Outcomes: success forgets
-the key's backoff; a conflict is requeued quietly; anything else is requeued with rate limiting.
+the key's backoff; an API error (a conflict too, logged quietly) or ErrResourceExists is requeued with
+the per-key exponential backoff. A deleted MPIJob's bookkeeping (expectations, settler) is forgotten.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from reconciler.mpijob import caches as slim
 from reconciler.mpijob.builders import GangScheduling
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.context import ResourceExistsError
-from reconciler.mpijob.resources import MPIJOBS, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
+from reconciler.mpijob.resources import MPIJOBS, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS, is_mpijob_ref
 from reconciler.mpijob.sync import Reconciler
+from reconciler.mpijob.workers import worker_index
 from reconciler.runtime.client import ApiError, KubeClient
 from reconciler.runtime.informer import Informer
 from reconciler.runtime.resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES, Resource, controller_of, meta
@@ -65,11 +67,18 @@ class Controller:
     def _on_mpijob(self, old: JSONDict | None, new: JSONDict | None) -> None:
         if new is None:
             if old is not None:
-                self.reconciler.settler.forget(str(meta(old).get("uid", "")))
+                self._forget(old)
             return
         if old is not None and meta(old).get("resourceVersion") == meta(new).get("resourceVersion"):
             return
         self.queue.add(f"{meta(new).get('namespace', '')}/{meta(new)['name']}")
+
+    def _forget(self, job: JSONDict) -> None:
+        """A deleted job's bookkeeping goes with it: a job re-created under its name starts afresh."""
+        name = str(meta(job).get("name", ""))
+        self.reconciler.settler.forget(str(meta(job).get("uid", "")))
+        self.reconciler.expectations.forget(str(meta(job).get("namespace", "")),
+                                            lambda pod: worker_index(name, pod) is not None)
 
     def _on_child(self, old: JSONDict | None, new: JSONDict | None) -> None:
         obj = new if new is not None else old
@@ -80,7 +89,7 @@ class Controller:
         if ref is not None and ref.get("kind") == "Job":  # a launcher pod: its Job leads to the MPIJob
             launcher = self.jobs.get(namespace, str(ref.get("name")))
             ref = controller_of(launcher) if launcher is not None else None
-        if ref is None or ref.get("kind") != c.KIND or not str(ref.get("apiVersion", "")).startswith(c.GROUP + "/"):
+        if not is_mpijob_ref(ref):
             return
         if self.reconciler.caches.mpijobs.get(namespace, str(ref.get("name"))) is not None:
             self.queue.add_after(f"{namespace}/{ref.get('name')}", self.child_event_delay)
@@ -124,10 +133,7 @@ class Controller:
             self.queue.forget(key)
         except ApiError as error:
             outcome = "conflict" if error.conflict else "api_error"
-            if error.conflict:
-                self.queue.add_after(key, 0.05)
-            else:
-                self.queue.add_rate_limited(key)
+            self.queue.add_rate_limited(key)  # a conflict too: the first retries come fast, a hot spot backs off
             logger.info("sync requeued", extra={"kv": {"key": key, "error": str(error)}})
         except ResourceExistsError as error:
             outcome = "resource_exists"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from reconciler.mpijob import builders
 from reconciler.mpijob.context import JobContext
+from reconciler.mpijob.objects import ensure_controlled, get_or_create
 from reconciler.mpijob.resources import SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
 from reconciler.runtime.client import ApiError
-from reconciler.runtime.resources import PRIORITY_CLASSES, Resource, is_controlled_by, meta
+from reconciler.runtime.resources import PRIORITY_CLASSES, Resource, meta
 from shared.api import constants as c
 from shared.api import names
 
@@ -38,20 +39,9 @@ async def ensure_pod_group(ctx: JobContext) -> None:
     resource = pod_group_resource(ctx)
     priorities = await _priorities(ctx)
     desired = builders.build_pod_group(ctx.job, ctx.settings.gang, priorities.get)
-    name = desired["metadata"]["name"]
-    existing = ctx.caches.pod_groups.get(ctx.namespace, name)
-    if existing is None:
-        try:
-            await ctx.cluster.create(resource, desired)
-            return
-        except ApiError as error:
-            if not error.already_exists:
-                raise
-            existing = await ctx.cluster.get(resource, ctx.namespace, name)
-    if not is_controlled_by(existing, ctx.uid):
-        raise await ctx.not_ours(name, "PodGroup")
-    if existing.get("spec") != desired["spec"]:
-        current = await ctx.cluster.get(resource, ctx.namespace, name)
+    existing, created = await get_or_create(ctx, ctx.caches.pod_groups, resource, desired)
+    if not created and existing.get("spec") != desired["spec"]:
+        current = await ctx.cluster.get(resource, ctx.namespace, meta(existing)["name"])
         await ctx.cluster.replace(resource, {**current, "spec": desired["spec"]})
 
 
@@ -61,8 +51,7 @@ async def delete_pod_group(ctx: JobContext) -> None:
     existing = ctx.caches.pod_groups.get(ctx.namespace, name)
     if existing is None:
         return
-    if not is_controlled_by(existing, ctx.uid):
-        raise await ctx.not_ours(meta(existing)["name"], "PodGroup")
+    ensure_controlled(ctx, existing, pod_group_resource(ctx))
     try:
         await ctx.cluster.delete(pod_group_resource(ctx), ctx.namespace, name)
     except ApiError as error:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from reconciler.runtime.resources import Resource, controller_of
 from shared.api import constants as c
 from shared.jsondict import JSONDict
@@ -11,7 +13,11 @@ VOLCANO_POD_GROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "
 SCHEDULER_PLUGINS_POD_GROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 
 
+def is_mpijob_ref(ref: JSONDict | None) -> TypeGuard[JSONDict]:
+    """True when an owner reference names an MPIJob (of any version of the group)."""
+    return ref is not None and ref.get("kind") == c.KIND and str(ref.get("apiVersion", "")).startswith(c.GROUP + "/")
+
+
 def owned_by_mpijob(obj: JSONDict) -> bool:
     """True when the object's controller is an MPIJob."""
-    ref = controller_of(obj)
-    return ref is not None and ref.get("kind") == c.KIND and str(ref.get("apiVersion", "")).startswith(c.GROUP + "/")
+    return is_mpijob_ref(controller_of(obj))

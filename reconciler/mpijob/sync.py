@@ -9,15 +9,14 @@ a status change only after that write succeeded.
 from __future__ import annotations
 
 import copy
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from reconciler.mpijob import children, gang, workers
+from reconciler.mpijob import builders, children, gang, workers
 from reconciler.mpijob.caches import Caches
-from reconciler.mpijob.cluster import Cluster
-from reconciler.mpijob.context import JobContext, Settings
+from reconciler.mpijob.cluster import Cluster, record_events
+from reconciler.mpijob.context import JobContext, ResourceExistsError, Settings
 from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.resources import MPIJOBS
 from reconciler.mpijob.sshkeys import SSHKeyPair
@@ -30,13 +29,12 @@ from reconciler.mpijob.status import (
     set_condition,
     truncate,
 )
+from reconciler.runtime.client import ApiError
 from reconciler.runtime.expectations import Expectations
 from reconciler.runtime.settle import Settler
-from shared.api import MPIJob, aggregate, defaulted_dict, validate
+from shared.api import FieldError, aggregate, defaulted_dict, parse_mpijob, validate
 from shared.api import constants as c
 from shared.jsondict import JSONDict
-
-logger = logging.getLogger("reconciler")
 
 
 def _without_counts(status: JSONDict) -> JSONDict:
@@ -66,20 +64,22 @@ class Reconciler:
         cached = self.caches.mpijobs.get(parts[0], parts[1])
         if cached is None:
             return "not found"
-        job = MPIJob.model_validate(defaulted_dict(cached))
-        run_policy = job.spec.run_policy if job.spec else None
-        if run_policy and run_policy.managed_by is not None and run_policy.managed_by != c.MANAGED_BY_MPI_OPERATOR:
-            return "managed by " + run_policy.managed_by
-        if job.metadata.get("deletionTimestamp"):
+        manager = _managed_by(cached)
+        if manager is not None and manager != c.MANAGED_BY_MPI_OPERATOR:
+            return f"managed by {manager}"
+        if (cached.get("metadata") or {}).get("deletionTimestamp"):
             return "deleting"
-        errors = validate(job)
-        if errors:
-            await self._emit(cached, [Event("Warning", c.REASON_VALIDATION_ERROR,
-                                            truncate(f"Found validation errors: {aggregate(errors)}"))])
+        job, errors = parse_mpijob(defaulted_dict(cached))
+        if job is None or (errors := validate(job)):
+            await record_events(self.cluster, cached, [_validation_event(errors)], rfc3339(self.clock()))
             return "invalid"
         ctx = JobContext(job, cached, self.caches, self.cluster, self.settings, self.keygen, rfc3339(self.clock()),
                          self.expectations, self.settler)
-        return await self._reconcile(ctx)
+        try:
+            return await self._reconcile(ctx)
+        except ResourceExistsError as error:
+            await ctx.event(error.event)
+            raise
 
     async def _reconcile(self, ctx: JobContext) -> str:
         before = cached_status = ctx.cached.get("status") or {}
@@ -95,8 +95,13 @@ class Reconciler:
                 status.setdefault("replicaStatuses", {})[c.WORKER] = {}
                 if self.settings.gang is not None:
                     await gang.delete_pod_group(ctx)
-            await self._write_status(ctx, before, status, events)
-            return "finished"
+            return await self._write_status(ctx, before, status, events) or "finished"
+        if errors := builders.config_map_size_errors(ctx.job, self.settings.cluster_domain):
+            event = _validation_event(errors)
+            set_condition(status, c.CONDITION_FAILED, c.CONDITION_TRUE, event.reason, event.message, ctx.now)
+            status["completionTime"] = ctx.now
+            status.setdefault("replicaStatuses", {})[c.WORKER] = {}  # none was ever created
+            return await self._write_status(ctx, before, status, [*events, event]) or "refused"
         if not status.get("startTime") and not ctx.suspended:
             status["startTime"] = ctx.now
         launcher = await children.find_launcher(ctx, first_sync=not cached_status.get("conditions"))
@@ -119,30 +124,40 @@ class Reconciler:
                 await gang.delete_pod_group(ctx)
         seen = Observed(launcher, children.launcher_pods(ctx, launcher), worker_pods, ctx.suspended)
         status, update = compute_status(ctx.namespace, ctx.name, status, seen, ctx.now)
-        await self._write_status(ctx, before, status, events + update.events)
+        if gone := await self._write_status(ctx, before, status, events + update.events):
+            return gone
         if launcher is not None:
             self.metrics.job_info.labels(launcher["metadata"]["name"], ctx.namespace).set(1)
         self.metrics.count(update)
         return "synced"
 
-    async def _write_status(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event]) -> None:
+    async def _write_status(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event]) -> str:
         """One status write, only on change, with the resourceVersion read (a conflict is retried); a change of
-        worker counts alone is spaced out by the settler."""
+        worker counts alone is spaced out by the settler. Returns "deleted" when the job is gone, else ""."""
         if status != before:
             progress_only = _without_counts(status) == _without_counts(before)
             if progress_only and self.settler.postpone(ctx.key, ctx.uid, "status"):
-                return
-            body = {**ctx.cached, "status": status}
-            await self.cluster.replace_status(MPIJOBS, body)
+                return ""
+            try:
+                await self.cluster.replace_status(MPIJOBS, {**ctx.cached, "status": status})
+            except ApiError as error:
+                if error.not_found:
+                    return "deleted"  # nothing left to report on: done
+                raise
             self.settler.wrote(ctx.uid, "status")
             if any(e.reason == c.REASON_CREATED for e in events):
                 self.metrics.jobs_created.inc()
-        await self._emit(ctx.cached, events)
+        await ctx.event(*events)
+        return ""
 
-    async def _emit(self, involved: JSONDict, events: list[Event]) -> None:
-        now = rfc3339(self.clock())
-        for event in events:
-            try:
-                await self.cluster.record_event(involved, event, now)
-            except Exception as error:  # an event is best effort: never fail a sync for it
-                logger.warning("event not recorded", extra={"kv": {"reason": event.reason, "error": str(error)}})
+
+def _managed_by(cached: JSONDict) -> str | None:
+    """``spec.runPolicy.managedBy`` of a job that may not even parse (upstream checks it first)."""
+    spec = cached.get("spec")
+    run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
+    value = run_policy.get("managedBy") if isinstance(run_policy, dict) else None
+    return str(value) if value is not None else None
+
+
+def _validation_event(errors: list[FieldError]) -> Event:
+    return Event("Warning", c.REASON_VALIDATION_ERROR, truncate(f"Found validation errors: {aggregate(errors)}"))

@@ -1,13 +1,18 @@
-"""Worker pods: scale down, create the missing ones concurrently, and clean up on finish or suspend."""
+"""Worker pods: scale down, create the missing ones concurrently, and clean up on finish or suspend.
+
+Writes for one job run concurrently (at most ``--max-concurrent-writes`` in flight) in a TaskGroup: the
+first failure cancels the writes still in flight and is raised as itself.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
 
 from reconciler.mpijob import builders
 from reconciler.mpijob.context import JobContext
+from reconciler.mpijob.objects import create_or_get, ensure_controlled
 from reconciler.mpijob.status import Event, is_pod_ready, phase
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.resources import PODS, is_controlled_by, meta
@@ -15,12 +20,13 @@ from shared.api import constants as c
 from shared.api import names
 from shared.jsondict import JSONDict
 
+T = TypeVar("T")
 
-def worker_index(ctx: JobContext, pod: JSONDict) -> int | None:
+
+def worker_index(job_name: str, pod_name: str) -> int | None:
     """The index in ``<job>-worker-<i>`` (the name, unlike the shifted label, never lies)."""
-    prefix = names.worker_name(ctx.name, 0)[:-1]
-    name = meta(pod)["name"]
-    suffix = name[len(prefix):] if name.startswith(prefix) else ""
+    prefix = names.worker_name(job_name, 0)[:-1]
+    suffix = pod_name[len(prefix):] if pod_name.startswith(prefix) else ""
     return int(suffix) if suffix.isdigit() else None
 
 
@@ -29,15 +35,21 @@ def owned_workers(ctx: JobContext) -> list[JSONDict]:
     return [p for p in ctx.caches.pods.select(ctx.namespace, selector) if is_controlled_by(p, ctx.uid)]
 
 
-async def _bounded(ctx: JobContext, calls: Iterable[Awaitable[Any]]) -> list[Any]:
-    """Run API calls concurrently, at most ``max_concurrent_writes`` at once (the client limits the rate)."""
+async def _all_or_nothing(ctx: JobContext, calls: Iterable[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run the calls concurrently, at most ``max_concurrent_writes`` at once; the first failure cancels the
+    others and is raised (not wrapped in an ExceptionGroup)."""
     gate = asyncio.Semaphore(ctx.settings.max_concurrent_writes)
 
-    async def one(call: Awaitable[Any]) -> Any:
+    async def one(call: Callable[[], Awaitable[T]]) -> T:
         async with gate:
-            return await call
+            return await call()
 
-    return list(await asyncio.gather(*(one(call) for call in calls)))
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(call)) for call in calls]
+    except ExceptionGroup as failures:
+        raise failures.exceptions[0] from None
+    return [task.result() for task in tasks]
 
 
 def _deletable(ctx: JobContext, pod: JSONDict) -> bool:
@@ -59,32 +71,29 @@ async def _delete(ctx: JobContext, pod: JSONDict) -> None:
     ctx.expectations.deletions.add(ctx.namespace, name)
 
 
+def _deleting(ctx: JobContext, pod: JSONDict) -> Callable[[], Awaitable[None]]:
+    return lambda: _delete(ctx, pod)
+
+
 async def scale_down(ctx: JobContext) -> None:
     """Delete owned workers whose index is at or beyond the replica count, highest index first."""
-    extra = [(index, p) for p in owned_workers(ctx)
-             if (index := worker_index(ctx, p)) is not None and index >= ctx.worker_replicas and _deletable(ctx, p)]
-    await _bounded(ctx, (_delete(ctx, p) for _, p in sorted(extra, key=lambda item: -item[0])))
+    extra = [(index, p) for p in owned_workers(ctx) if (index := worker_index(ctx.name, meta(p)["name"])) is not None
+             and index >= ctx.worker_replicas and _deletable(ctx, p)]
+    await _all_or_nothing(ctx, (_deleting(ctx, p) for _, p in sorted(extra, key=lambda item: -item[0])))
 
 
 async def _create(ctx: JobContext, index: int) -> JSONDict:
-    desired = builders.build_worker(ctx.job, index, ctx.settings.gang)
-    name = desired["metadata"]["name"]
-    try:
-        pod = await ctx.cluster.create(PODS, desired)
-    except ApiError as error:
-        if not error.already_exists:
-            await ctx.event(Event("Warning", c.REASON_FAILED, f"worker pod created failed: {error}"))
-            raise
-        pod = await ctx.cluster.get(PODS, ctx.namespace, name)
-    ctx.expectations.created(ctx.namespace, name)
+    """Create worker ``index`` (or read it when it exists); a pod the job does not control stops the sync."""
+    pod, _ = await create_or_get(ctx, PODS, builders.build_worker(ctx.job, index, ctx.settings.gang))
+    ensure_controlled(ctx, pod, PODS)
+    ctx.expectations.created(ctx.namespace, meta(pod)["name"])
     return pod
 
 
-async def ensure_workers(ctx: JobContext) -> list[JSONDict]:
-    """The worker pods of indexes 0..replicas-1, in index order, creating the missing ones."""
-    if ctx.job.replica_spec(c.WORKER) is None:
-        return []
-    await scale_down(ctx)
+def _existing_workers(ctx: JobContext) -> tuple[dict[int, JSONDict], list[int]]:
+    """The workers of indexes 0..replicas-1 the cache shows (or this process just created), and the missing
+    indexes. Every existing pod's ownership is checked before anything is written (upstream stops at the
+    first foreign pod, after creating the ones before it)."""
     found: dict[int, JSONDict] = {}
     missing = []
     for index in range(ctx.worker_replicas):
@@ -92,17 +101,32 @@ async def ensure_workers(ctx: JobContext) -> list[JSONDict]:
         pod = ctx.caches.pods.get(ctx.namespace, name)
         if pod is not None:
             ctx.expectations.observed(ctx.namespace, name)
-            found[index] = pod
+            found[index] = ensure_controlled(ctx, pod, PODS)
         elif ctx.expectations.pending(ctx.namespace, name):
-            found[index] = {"metadata": {"name": name, "namespace": ctx.namespace}, "status": {}, "_expected": True}
+            found[index] = {"metadata": {"name": name, "namespace": ctx.namespace}, "status": {}}
         else:
             missing.append(index)
-    created = await _bounded(ctx, (_create(ctx, index) for index in missing))
+    return found, missing
+
+
+async def ensure_workers(ctx: JobContext) -> list[JSONDict]:
+    """The worker pods of indexes 0..replicas-1, in index order, creating the missing ones. A failed create
+    cancels the others and is reported in one Warning event, however many workers it concerned."""
+    if ctx.job.replica_spec(c.WORKER) is None:
+        return []
+    found, missing = _existing_workers(ctx)
+    await scale_down(ctx)
+    try:
+        created = await _all_or_nothing(ctx, (_creating(ctx, index) for index in missing))
+    except ApiError as error:
+        await ctx.event(Event("Warning", c.REASON_FAILED, f"worker pod created failed: {error}"))
+        raise
     found.update(zip(missing, created, strict=True))
-    for pod in found.values():
-        if not pod.get("_expected") and not is_controlled_by(pod, ctx.uid):
-            raise await ctx.not_ours(meta(pod)["name"], str(pod.get("kind", "")))
     return [found[index] for index in range(ctx.worker_replicas)]
+
+
+def _creating(ctx: JobContext, index: int) -> Callable[[], Awaitable[JSONDict]]:
+    return lambda: _create(ctx, index)
 
 
 def all_ready(pods: list[JSONDict]) -> bool:
@@ -120,4 +144,5 @@ async def clean_up(ctx: JobContext) -> None:
         if ctx.clean_pod_policy == c.CLEAN_POD_POLICY_RUNNING and phase(pod) not in ("Running", "Pending", ""):
             continue
         doomed.append(pod)
-    await _bounded(ctx, (_delete(ctx, p) for p in sorted(doomed, key=lambda p: worker_index(ctx, p) or 0)))
+    doomed.sort(key=lambda p: worker_index(ctx.name, meta(p)["name"]) or 0)
+    await _all_or_nothing(ctx, (_deleting(ctx, p) for p in doomed))

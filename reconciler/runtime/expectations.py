@@ -8,6 +8,7 @@ ever observed cannot block its re-creation for long.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 TTL_SECONDS = 60.0
 
@@ -25,6 +26,12 @@ class Expectations:
 
     def observed(self, namespace: str, name: str) -> None:
         self._pending.pop((namespace, name), None)
+
+    def forget(self, namespace: str, belongs: Callable[[str], bool]) -> None:
+        """Drop the creations and deletions in ``namespace`` of the names that ``belongs`` (a deleted owner's)."""
+        for key in [key for key in self._pending if key[0] == namespace and belongs(key[1])]:
+            del self._pending[key]
+        self.deletions.forget(namespace, belongs)
 
     def pending(self, namespace: str, name: str) -> bool:
         deadline = self._pending.get((namespace, name))
@@ -46,6 +53,10 @@ class _Pending:
 
     def discard(self, namespace: str, name: str) -> None:
         self._until.pop((namespace, name), None)
+
+    def forget(self, namespace: str, belongs: Callable[[str], bool]) -> None:
+        for key in [key for key in self._until if key[0] == namespace and belongs(key[1])]:
+            del self._until[key]
 
     def __contains__(self, key: tuple[str, str]) -> bool:
         deadline = self._until.get(key)

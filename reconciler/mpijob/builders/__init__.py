@@ -5,13 +5,16 @@ dict, exactly as it is POSTed to the API server. No I/O, no clock, no randomness
 shares a mutable sub-object with the job, so callers may change it freely.
 """
 
-from reconciler.mpijob.builders.common import controller_ref
+from reconciler.mpijob.builders.common import controller_ref, replacing_merge_patch
 from reconciler.mpijob.builders.config_map import (
+    CONFIG_MAP_MAX_BYTES,
     RunningWorker,
     build_config_map,
     build_config_map_data,
     build_discover_hosts,
     build_hostfile,
+    config_map_size_errors,
+    largest_config_map_size,
 )
 from reconciler.mpijob.builders.launcher import (
     RESTART_POLICY_OVERRIDDEN_MESSAGE,
@@ -31,11 +34,17 @@ from reconciler.mpijob.builders.podgroup import (
     decorate_pod_template,
     overridden_scheduler_name,
 )
-from reconciler.mpijob.builders.secret import SSHKeyPair, build_ssh_secret, ssh_secret_needs_new_keys
-from reconciler.mpijob.builders.service import build_service, service_needs_update
+from reconciler.mpijob.builders.secret import (
+    SSHKeyPair,
+    build_ssh_secret,
+    ssh_secret_data_patch,
+    ssh_secret_has_key_pair,
+)
+from reconciler.mpijob.builders.service import build_service, service_spec_patch
 from reconciler.mpijob.builders.worker import build_worker
 
 __all__ = [
+    "CONFIG_MAP_MAX_BYTES",
     "RESTART_POLICY_OVERRIDDEN_MESSAGE",
     "GangScheduling",
     "PriorityLookup",
@@ -56,12 +65,16 @@ __all__ = [
     "calc_priority_class_name",
     "calculate_min_available",
     "calculate_min_resources",
+    "config_map_size_errors",
     "controller_ref",
     "decorate_pod_template",
+    "largest_config_map_size",
     "no_priority_classes",
     "overridden_scheduler_name",
-    "service_needs_update",
-    "ssh_secret_needs_new_keys",
+    "replacing_merge_patch",
+    "service_spec_patch",
+    "ssh_secret_data_patch",
+    "ssh_secret_has_key_pair",
     "sync_scheduling_directives",
     "template_overrides_restart_policy",
 ]

@@ -6,6 +6,7 @@ them only on their own private copies (``copy_template``), never on anything rea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -24,6 +25,14 @@ DISCOVER_HOSTS_MODE = 0o555
 def json_copy(value: Any) -> Any:
     """A deep copy of JSON data (several times faster than ``copy.deepcopy`` on pod templates)."""
     return orjson.loads(orjson.dumps(value))
+
+
+def replacing_merge_patch(have: Mapping[str, Any] | None, want: Mapping[str, Any]) -> JSONDict:
+    """The JSON merge patch (RFC 7386) value that turns the map ``have`` into exactly ``want``.
+
+    A merge patch merges maps key by key, so keys ``have`` has and ``want`` lacks are set to null (removed).
+    """
+    return {**dict.fromkeys((key for key in have or {} if key not in want), None), **want}
 
 
 def controller_ref(job: MPIJob) -> JSONDict:

@@ -47,6 +47,24 @@ def build_ssh_secret(job: MPIJob, key_pair: SSHKeyPair) -> JSONDict:
     }
 
 
-def ssh_secret_needs_new_keys(existing: JSONDict) -> bool:
-    """Whether an owned Secret's data keys differ from {ssh-privatekey, ssh-publickey} (upstream regenerates)."""
-    return set(existing.get("data") or {}) != SSH_SECRET_KEYS
+def ssh_secret_has_key_pair(existing: JSONDict) -> bool:
+    """Whether a Secret still holds both halves of its key pair (upstream regenerates whenever its set of
+    keys differs; here an extra key alone is removed, never a reason to rotate credentials)."""
+    return set(existing.get("data") or {}) >= SSH_SECRET_KEYS
+
+
+def ssh_secret_data_patch(existing: JSONDict, new_key_pair: SSHKeyPair | None) -> JSONDict | None:
+    """The merge-patch ``data`` that leaves exactly the two keys, or None when the Secret already has them.
+
+    ``new_key_pair`` is used only when a half of the pair is missing (``ssh_secret_has_key_pair``).
+    """
+    data = existing.get("data") or {}
+    if set(data) == SSH_SECRET_KEYS:
+        return None
+    extra = dict.fromkeys((key for key in data if key not in SSH_SECRET_KEYS), None)
+    if ssh_secret_has_key_pair(existing):
+        return extra
+    if new_key_pair is None:
+        raise ValueError("the Secret lost a key: a new key pair is needed")
+    return {**extra, c.SSH_PRIVATE_KEY: _b64(new_key_pair.private_key_pem),
+            c.SSH_PUBLIC_KEY: _b64(new_key_pair.authorized_key)}

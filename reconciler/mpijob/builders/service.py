@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.mpijob.builders.common import app_labels, object_meta, runs_launcher_as_worker
+from reconciler.mpijob.builders.common import app_labels, object_meta, replacing_merge_patch, runs_launcher_as_worker
 from shared.api import names
 from shared.api.types import MPIJob
 from shared.jsondict import JSONDict
@@ -27,11 +27,13 @@ def build_service(job: MPIJob) -> JSONDict:
     }
 
 
-def service_needs_update(existing: JSONDict, desired: JSONDict) -> bool:
-    """Whether an owned Service's selector or publishNotReadyAddresses differ from the desired ones.
-
-    Those two fields are all upstream reconciles; copy them from ``desired`` onto a copy and Update.
-    """
+def service_spec_patch(existing: JSONDict, desired: JSONDict) -> JSONDict | None:
+    """The merge-patch ``spec`` that makes an owned Service's selector and publishNotReadyAddresses exactly
+    the desired ones (extra selector keys removed), or None when they already are. Those two fields are
+    all upstream reconciles."""
     have, want = existing.get("spec") or {}, desired["spec"]
-    return bool(have.get("selector") != want["selector"] or bool(
-        have.get("publishNotReadyAddresses")) != bool(want.get("publishNotReadyAddresses")))
+    publish = bool(want.get("publishNotReadyAddresses"))
+    if have.get("selector") == want["selector"] and bool(have.get("publishNotReadyAddresses")) == publish:
+        return None
+    return {"selector": replacing_merge_patch(have.get("selector"), want["selector"]),
+            "publishNotReadyAddresses": True if publish else None}  # null: back to the API default, false

@@ -1,12 +1,14 @@
 """A small recording fake of our own ``Cluster`` seam (not of the Kubernetes API) for sync tests.
 
 It keeps the objects the test gave the "server", records every write as (verb, resource, name) in
-order, fails a write with the status a test asks for, and answers 409 AlreadyExists and 404 like
-the API server would for names.
+order, fails a write with the status a test asks for (for a resource, or for one object), holds
+creates a test names in flight until they are cancelled, and answers 409 AlreadyExists and 404 like
+the API server would for names. ``catch_up`` plays the watch: the caches then show the server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -36,7 +38,9 @@ class FakeCluster:
         self.server: dict[tuple[str, str, str], JSONDict] = {}
         self.writes: list[tuple[str, str, str, JSONDict]] = []
         self.events: list[Event] = []
-        self.failures: dict[tuple[str, str], ApiError] = {}
+        self.failures: dict[tuple[str, ...], ApiError] = {}  # (verb, plural) or (verb, plural, name)
+        self.stalled: set[str] = set()  # names whose create never answers
+        self.cancelled: list[str] = []  # stalled creates that were cancelled
         self._uid = 0
 
     def given(self, resource: Resource, obj: JSONDict, *, cached: bool = True) -> JSONDict:
@@ -58,16 +62,39 @@ class FakeCluster:
         """Every write attempted, in order: (verb, resource, name)."""
         return [(verb, plural, name) for verb, plural, name, _ in self.writes]
 
+    def catch_up(self) -> None:
+        """The informers deliver everything the server holds: each cache then mirrors the server."""
+        seen: dict[str, list[JSONDict]] = {attr: [] for _, attr in _SLIM.values()}
+        for (plural, _, _), obj in self.server.items():
+            if plural in _SLIM:
+                slimmer, attr = _SLIM[plural]
+                slim = slimmer(copy.deepcopy(obj))
+                if slim is not None:
+                    seen[attr].append(slim)
+        for attr, objects in seen.items():
+            getattr(self.caches, attr).replace(objects)
+
     def _record(self, verb: str, resource: Resource, obj: JSONDict) -> None:
-        self.writes.append((verb, resource.plural, obj["metadata"]["name"], copy.deepcopy(obj)))
-        failure = self.failures.get((verb, resource.plural))
+        name = obj["metadata"]["name"]
+        self.writes.append((verb, resource.plural, name, copy.deepcopy(obj)))
+        failure = self.failures.get((verb, resource.plural, name)) or self.failures.get((verb, resource.plural))
         if failure is not None:
             raise failure
+
+    async def _stall(self, name: str) -> None:
+        if name not in self.stalled:
+            return
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.append(name)
+            raise
 
     async def create(self, resource: Resource, obj: JSONDict) -> JSONDict:
         key = (resource.plural, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
         if key in self.server:
             raise ApiError(409, "AlreadyExists", f'{resource.plural} "{key[2]}" already exists')
+        await self._stall(key[2])
         self._record("create", resource, obj)
         created = copy.deepcopy(obj)
         created.setdefault("kind", resource.kind)

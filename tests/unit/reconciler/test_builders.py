@@ -20,8 +20,9 @@ from reconciler.mpijob.builders import (
     build_service,
     build_ssh_secret,
     build_worker,
-    service_needs_update,
-    ssh_secret_needs_new_keys,
+    service_spec_patch,
+    ssh_secret_data_patch,
+    ssh_secret_has_key_pair,
     sync_scheduling_directives,
     template_overrides_restart_policy,
 )
@@ -368,12 +369,15 @@ def test_service(launcher_as_worker: bool, extra: JSONDict) -> None:
     }
 
 
-def test_service_needs_update() -> None:
+def test_service_spec_patch_replaces_the_selector() -> None:
     job = make_job(runLauncherAsWorker=True, mpiReplicaSpecs={"Launcher": replica()})
     desired = build_service(job)
-    assert not service_needs_update(desired, desired)
-    assert service_needs_update({"spec": {"selector": desired["spec"]["selector"]}}, desired)
-    assert service_needs_update({"spec": {"selector": {}, "publishNotReadyAddresses": True}}, desired)
+    selector = desired["spec"]["selector"]
+    assert service_spec_patch(desired, desired) is None
+    assert service_spec_patch({"spec": {"selector": selector}}, desired) == {
+        "selector": selector, "publishNotReadyAddresses": True}
+    assert service_spec_patch({"spec": {"selector": {**selector, "extra": "x"}, "publishNotReadyAddresses": True}},
+                              desired) == {"selector": {**selector, "extra": None}, "publishNotReadyAddresses": True}
 
 
 FIXED_KEYS = SSHKeyPair(private_key_pem=b"-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----\n",
@@ -396,14 +400,22 @@ def test_ssh_secret() -> None:
     assert "BEGIN" not in repr(FIXED_KEYS)
 
 
-@pytest.mark.parametrize(("data", "expected"), [
-    pytest.param({"ssh-privatekey": "x", "ssh-publickey": "y"}, False, id="complete"),
-    pytest.param({"ssh-privatekey": "x"}, True, id="public key missing"),
-    pytest.param({"ssh-privatekey": "x", "ssh-publickey": "y", "extra": "z"}, True, id="extra key"),
-    pytest.param(None, True, id="no data"),
+NEW_PAIR = {"ssh-privatekey": base64.b64encode(FIXED_KEYS.private_key_pem).decode(),
+            "ssh-publickey": base64.b64encode(FIXED_KEYS.authorized_key).decode()}
+
+
+@pytest.mark.parametrize(("data", "has_pair", "patch"), [
+    pytest.param({"ssh-privatekey": "x", "ssh-publickey": "y"}, True, None, id="complete"),
+    pytest.param({"ssh-privatekey": "x"}, False, NEW_PAIR, id="public key missing"),
+    pytest.param({"ssh-privatekey": "x", "ssh-publickey": "y", "extra": "z"}, True, {"extra": None},
+                 id="extra key: removed, the pair kept"),
+    pytest.param({"ssh-publickey": "y", "extra": "z"}, False, {"extra": None, **NEW_PAIR},
+                 id="a key lost and an extra key"),
+    pytest.param(None, False, NEW_PAIR, id="no data"),
 ])
-def test_ssh_secret_needs_new_keys(data: JSONDict | None, expected: bool) -> None:
-    assert ssh_secret_needs_new_keys({"data": data}) is expected
+def test_ssh_secret_data_patch(data: JSONDict | None, has_pair: bool, patch: JSONDict | None) -> None:
+    assert ssh_secret_has_key_pair({"data": data}) is has_pair
+    assert ssh_secret_data_patch({"data": data}, None if has_pair else FIXED_KEYS) == patch
 
 
 def test_template_without_container_is_refused() -> None:

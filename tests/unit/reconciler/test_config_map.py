@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from reconciler.mpijob.builders import build_config_map, build_discover_hosts, build_hostfile
+from reconciler.mpijob.builders import (
+    CONFIG_MAP_MAX_BYTES,
+    build_config_map,
+    build_discover_hosts,
+    build_hostfile,
+    config_map_size_errors,
+    largest_config_map_size,
+)
 from tests.unit.reconciler.helpers import make_job, owner_ref, replica
 
 OWS = "openmpi-without-slots"
@@ -126,3 +133,28 @@ def test_update_discover_hosts(namespace: str, launcher_as_worker: bool | None, 
     pods = [{"metadata": {"name": name, "namespace": namespace}} for name in running]
     assert build_discover_hosts(job, pods, cluster_domain) == expected
     assert build_config_map(job, cluster_domain, running)["data"]["discover_hosts.sh"] == expected
+
+
+@pytest.mark.parametrize("implementation", ["OpenMPI", "Intel", "MPICH"])
+@pytest.mark.parametrize("launcher_as_worker", [False, True], ids=["workers only", "launcher as worker"])
+@pytest.mark.parametrize("workers", [0, 1, 10, 11, 101, 1234])
+@pytest.mark.parametrize("domain", ["", "cluster.local"])
+def test_largest_config_map_size_counts_what_the_api_server_counts(
+        implementation: str, launcher_as_worker: bool, workers: int, domain: str) -> None:
+    job = job_for("sized", "tenant-a", implementation, launcher_as_worker, workers, 12)
+    every_worker_running = [f"sized-worker-{i}" for i in range(workers)]
+    data = build_config_map(job, domain, every_worker_running)["data"]
+    assert largest_config_map_size(job, domain) == sum(len(key) + len(value) for key, value in data.items())
+
+
+def test_config_map_size_errors_only_past_the_limit() -> None:
+    def workers(replicas: int) -> Any:
+        return make_job("pi", "default", mpiReplicaSpecs={"Launcher": replica(), "Worker": replica(replicas=replicas)})
+
+    fits = max(n for n in range(10_000, 20_000) if largest_config_map_size(workers(n)) <= CONFIG_MAP_MAX_BYTES)
+    assert config_map_size_errors(workers(fits)) == []
+    [error] = config_map_size_errors(workers(fits + 1))
+    assert str(error) == (
+        f"spec.mpiReplicaSpecs[Worker].replicas: Invalid value: {fits + 1}: the hostfile and discover_hosts.sh of "
+        f'ConfigMap "pi-config" would need {largest_config_map_size(workers(fits + 1))} bytes, more than the '
+        "1048576 bytes a ConfigMap can hold")

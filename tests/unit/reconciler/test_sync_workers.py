@@ -1,0 +1,69 @@
+"""Worker creation: ownership of every existing pod checked first, the first failure cancels the creates in
+flight, and one Warning event per sync however many workers failed (issue 7)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import pytest
+
+from reconciler.mpijob import builders
+from reconciler.mpijob.context import ResourceExistsError
+from reconciler.mpijob.status import Event
+from reconciler.runtime.client import ApiError
+from reconciler.runtime.resources import PODS
+from tests.unit.reconciler.test_sync import World, defaulted, new_mpijob
+
+QUOTA = ApiError(403, "Forbidden", 'pods "test-worker-0" is forbidden: exceeded quota: pods, requested: pods=1')
+
+
+def world_with_dependencies(workers: int) -> World:
+    world = World(new_mpijob(workers=workers))
+    world.add_dependencies()
+    return world
+
+
+async def test_a_foreign_worker_stops_the_sync_before_any_create() -> None:
+    world = world_with_dependencies(4)
+    foreign = builders.build_worker(defaulted(new_mpijob(workers=4)), 2)
+    foreign["metadata"]["ownerReferences"][0]["uid"] = "another-mpijob"
+    world.cluster.given(PODS, foreign)
+    with pytest.raises(ResourceExistsError, match='Resource "test-worker-2" of Kind "Pod" already exists'):
+        await world.sync()
+    assert [a for a in world.cluster.actions if a[1] == "pods"] == [], "no worker created next to a foreign one"
+    assert world.cluster.events == [Event("Warning", "ErrResourceExists",
+                                          'Resource "test-worker-2" of Kind "Pod" already exists and is not '
+                                          "managed by MPIJob")]
+
+
+async def test_a_quota_failure_is_one_event_per_sync() -> None:
+    world = world_with_dependencies(8)
+    world.cluster.failures[("create", "pods")] = QUOTA
+    with pytest.raises(ApiError) as raised:
+        await world.sync()
+    assert raised.value is QUOTA, "the API error itself is raised, not an ExceptionGroup"
+    failures = [e for e in world.cluster.events if e.reason == "MPIJobFailed"]
+    assert failures == [Event("Warning", "MPIJobFailed", f"worker pod created failed: {QUOTA}")]
+
+
+async def test_the_first_failure_cancels_the_creates_in_flight() -> None:
+    world = world_with_dependencies(4)
+    world.cluster.stalled = {"test-worker-0", "test-worker-2", "test-worker-3"}
+    world.cluster.failures[("create", "pods", "test-worker-1")] = ApiError(422, "Invalid", "denied by a webhook")
+    with pytest.raises(ApiError, match="denied by a webhook"):
+        await asyncio.wait_for(world.sync(), timeout=10)
+    assert sorted(world.cluster.cancelled) == ["test-worker-0", "test-worker-2", "test-worker-3"]
+    assert [e.reason for e in world.cluster.events] == ["MPIJobFailed"]
+
+
+async def test_a_foreign_worker_found_by_create_cancels_the_others() -> None:
+    world = world_with_dependencies(3)
+    foreign = copy.deepcopy(builders.build_worker(defaulted(new_mpijob(workers=3)), 0))
+    del foreign["metadata"]["ownerReferences"]
+    world.cluster.given(PODS, foreign, cached=False)  # no owner: the informer never shows it
+    world.cluster.stalled = {"test-worker-1", "test-worker-2"}
+    with pytest.raises(ResourceExistsError):
+        await asyncio.wait_for(world.sync(), timeout=10)
+    assert sorted(world.cluster.cancelled) == ["test-worker-1", "test-worker-2"]
+    assert [e.reason for e in world.cluster.events] == ["ErrResourceExists"]

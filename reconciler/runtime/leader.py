@@ -129,7 +129,10 @@ class LeaderElector:
     async def _attempt(self, budget: float) -> bool:
         """``try_acquire_or_renew`` bounded by ``budget`` seconds; every failure is logged and counts as False."""
         try:
-            return await asyncio.wait_for(self.try_acquire_or_renew(), max(budget, 0.001))
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that arrives
+            # as the inner call completes, and the acquire loop would then never stop.
+            async with asyncio.timeout(max(budget, 0.001)):
+                return await self.try_acquire_or_renew()
         except asyncio.CancelledError:
             raise
         except Exception as error:  # a timeout, a dropped connection, a refusal: not acquired

@@ -139,7 +139,8 @@ async def _until_leader(elector: LeaderElector, stop: asyncio.Event) -> bool:
 
 
 def _stopped_informers(controller: Controller) -> str | None:
-    stopped = [informer.resource.plural for informer in controller.informers if informer.started and not informer.running]
+    stopped = [informer.resource.plural for informer in controller.informers
+               if informer.started and not informer.running]
     return f"stopped: {', '.join(stopped)}" if stopped else None
 
 

@@ -73,6 +73,7 @@ class LeaderElector:
         self.last_renewal: float | None = None
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
+        self._reported_holder = ""
 
     def _spec(self, acquire_time: str, transitions: int) -> JSONDict:
         return {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
@@ -99,6 +100,9 @@ class LeaderElector:
         record = LeaseRecord.of(lease)
         self._observe(record)
         if self.held_by_other(record):
+            if record.holder != self._reported_holder:
+                self._reported_holder = record.holder
+                logger.info("lease held by another", extra={"kv": {"lease": self.name, "holder": record.holder}})
             return False
         ours = record.holder == self.identity
         acquire_time = record.acquire_time if ours and record.acquire_time else _micro_now()

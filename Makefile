@@ -9,11 +9,12 @@ STAMP := $(VENV)/.installed
 CLUSTER_DIR := .cluster
 
 .DEFAULT_GOAL := help
-.PHONY: help venv testbin lint unit integration test demo cluster-up cluster-down crd bench-webhook bench-admission bench-reconciler clean
+.PHONY: help venv testbin lint unit integration test faults demo cluster-up cluster-down crd bench-webhook bench-admission bench-reconciler clean
 
 help:
 	@echo "make demo          set everything up, start a local control plane and the operator, run the examples"
 	@echo "make test          lint (ruff, mypy --strict) and run every test: unit, webhook, integration"
+	@echo "make faults        the full fault suite (tests marked faults), printing its figures (docs/reliability.md)"
 	@echo "make cluster-up    start the local control plane in the background (kubeconfig: $(CLUSTER_DIR)/kubeconfig)"
 	@echo "make cluster-down  stop it"
 	@echo "make crd           regenerate deploy/crds/kubeflow.org_mpijobs.yaml"
@@ -45,6 +46,11 @@ integration: $(STAMP) testbin
 
 test: $(STAMP) testbin lint
 	$(VENV)/bin/pytest
+
+# The full fault suite: every test marked `faults` (a plain `pytest` leaves them out; `make test` runs
+# the short versions). FAULT_SEED=<n> repeats a run's random choices.
+faults: $(STAMP) testbin
+	$(VENV)/bin/pytest -m faults
 
 cluster-up: $(STAMP) testbin
 	$(PY) -m tests.harness up --dir $(CLUSTER_DIR)

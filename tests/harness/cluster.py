@@ -231,6 +231,60 @@ class LocalCluster:
 
         wait_for(all_ready, self.start_timeout, 0.2, what=f"nodes {', '.join(names)} Ready and untainted")
 
+    # ---- faults: one component stopped and started again
+    RESTARTABLE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+    def restart(self, name: str, *, kill: bool = False, down_for: float = 0.0) -> float:
+        """Stop one component (SIGTERM, or SIGKILL with ``kill``), leave it down ``down_for`` seconds,
+        and start it again with the same command line: same ports, same data (etcd's data directory,
+        the PKI, the apiserver's audit log, which it appends to). Returns the seconds from the stop
+        until the component is healthy again; for etcd, until the apiserver is ready again too."""
+        if name not in self.RESTARTABLE:
+            raise HarnessError(f"cannot restart {name!r}: one of {', '.join(self.RESTARTABLE)}")
+        index = next((i for i, p in enumerate(self.processes) if p.name == name), None)
+        if index is None:
+            raise HarnessError(f"{name} is not one of this cluster's processes")
+        old = self.processes[index]
+        began = time.monotonic()
+        old.kill() if kill else old.stop()
+        self.timings[f"{name} stop"] = time.monotonic() - began
+        if down_for:
+            time.sleep(down_for)
+        env = kwok.environment(self.work_dir / "kwok-home") if name == "kwok" else None
+        proc = processes.start(name, old.record.argv, Path(old.record.log), env=env, cwd=self.work_dir,
+                               die_with_parent=not self.detach)
+        self.processes[index] = proc
+        write_state(self.work_dir, self.state())
+        self._wait_component(proc)
+        if name == "etcd":
+            api = next(p for p in self.processes if p.name == "kube-apiserver")
+            self._wait_component(api)
+        took = time.monotonic() - began
+        self._log(f"{name} restarted ({'SIGKILL' if kill else 'SIGTERM'}, stopped in "
+                  f"{self.timings[f'{name} stop']:.1f}s), healthy again after {took:.1f}s")
+        return took
+
+    def _wait_component(self, proc: processes.Process) -> None:
+        """Until `proc` answers its health endpoint (the same checks as at start-up)."""
+        if self.ports is None:
+            raise HarnessError("the cluster has not been started")
+        ports, insecure = self.ports, processes.insecure_context()
+        if proc.name == "etcd":
+            processes.wait_healthy(proc, f"http://127.0.0.1:{ports.etcd}/health", self.start_timeout,
+                                   healthy=lambda status, body: status == 200 and '"true"' in body)
+        elif proc.name == "kube-apiserver":
+            processes.wait_healthy(proc, f"{self.server}/readyz", self.start_timeout,
+                                   context=client_context(self.ca_file, self.admin_cert, self.admin_key))
+        elif proc.name == "kube-controller-manager":
+            processes.wait_healthy(proc, f"https://127.0.0.1:{ports.controller_manager}/healthz",
+                                   self.start_timeout, context=insecure)
+        elif proc.name == "kube-scheduler":
+            processes.wait_healthy(proc, f"https://127.0.0.1:{ports.scheduler}/healthz", self.start_timeout,
+                                   context=insecure)
+        else:  # kwok has no health endpoint of its own here: it must stay up a moment
+            time.sleep(1.0)
+            proc.check_running()
+
     def stop(self) -> None:
         """Stop exactly the processes this cluster started (kwok first, etcd last), then remove the
         runtime data (the whole temp dir, or everything but `logs/` in a given work dir)."""

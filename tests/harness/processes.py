@@ -123,6 +123,16 @@ class Process:
             raise ProcessDiedError(f"{self.name} (pid {self.pid}) exited with status {code}; "
                               f"last lines of {self.record.log}:\n{log_tail(self.record.log)}")
 
+    def kill(self, timeout: float = 5.0) -> None:
+        """SIGKILL, as a crash or an OOM kill would, and wait until it is gone."""
+        if self.running():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            wait_for(lambda: not self.running(), timeout, 0.02, what=f"{self.name} to die")
+        if self.popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=1)  # reap
+
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """SIGTERM, then SIGKILL if the process is still there after `timeout` seconds."""
         for sig, grace in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):

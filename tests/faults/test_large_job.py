@@ -1,0 +1,108 @@
+"""A 5,000-worker job on kwok nodes runs to completion (issue 7, "large objects crash the informer").
+
+Its hostfile ConfigMap (hostfile and discover_hosts.sh, one line per worker) is over 512 KiB, and so is
+every watch event carrying it: the informer must stream such events instead of failing on aiohttp's
+line limit (``LineTooLong``) and crash-looping. The job must complete with the reconciler never
+exiting, every worker created exactly once and nothing left behind. Only in ``make faults``: the
+run takes several minutes on two cores. The reconciler's client limits are raised here (5,000
+creates and 5,000 deletes at 5 QPS would take over half an hour).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.faults.conftest import record
+from tests.faults.supervisor import SupervisedReconciler, tail
+from tests.faults.workload import (
+    JobPlan,
+    audit_in,
+    audit_size,
+    condition,
+    core_path,
+    create_namespace,
+    delete_all_and_wait_for_gc,
+    delete_namespace,
+    duplicates,
+    lost_or_foreign_workers,
+    mpijobs_path,
+    workers_now,
+    write_summary,
+    writes_by_reconciler,
+)
+from tests.harness import LocalCluster
+from tests.harness.wait import wait_for
+from tests.integration.mpijobs import mpijob
+
+WORKERS = 5000
+FLAGS = ("--kube-api-qps=200", "--kube-api-burst=400")
+HALF_MIB = 512 * 1024
+
+
+@pytest.mark.faults
+@pytest.mark.timeout(1800)
+def test_5000_worker_job_with_a_hostfile_over_512_kib(fault_cluster: LocalCluster, tmp_path: Path) -> None:
+    cluster = fault_cluster
+    namespace = create_namespace(cluster, f"faults-large-hostfile-{uuid.uuid4().hex[:5]}")
+    name = "large-hostfile-job"
+    offset = audit_size(cluster)
+    reconciler = SupervisedReconciler(cluster, tmp_path / "reconciler", FLAGS)
+    try:
+        with reconciler:
+            reconciler.wait_synced()
+            began = time.monotonic()
+            cluster.rest.create(mpijobs_path(namespace), mpijob(name, WORKERS,
+                                                                launcher_labels={"test.mpijob/outcome": "hang"}))
+
+            def exits() -> str:
+                return "; ".join(f"run {e.run} exit {e.code}: {tail(e.tail, 5)}" for e in reconciler.unexpected_exits)
+
+            def created() -> bool:
+                assert not reconciler.unexpected_exits, exits()
+                return workers_now(cluster, namespace).get(name, 0) == WORKERS
+
+            wait_for(created, timeout=900, interval=2, what=f"{WORKERS} workers created")
+            all_created = time.monotonic() - began
+
+            def running() -> bool:
+                assert not reconciler.unexpected_exits, exits()
+                job = cluster.rest.get(mpijobs_path(namespace, name))
+                active = ((job.get("status") or {}).get("replicaStatuses") or {}).get("Worker", {}).get("active")
+                return condition(job, "Running") == "True" and active == WORKERS
+
+            wait_for(running, timeout=600, interval=2, what="the job Running with every worker active")
+            all_running = time.monotonic() - began
+            config = cluster.rest.get(core_path(namespace, "configmaps") + f"/{name}-config")
+            size = sum(len(v.encode()) for v in config["data"].values())
+            assert size > HALF_MIB, f"the ConfigMap's data is only {size} bytes"
+            assert len(config["data"]["hostfile"].splitlines()) == WORKERS
+            launcher = cluster.rest.get(core_path(namespace, "pods") + "?labelSelector=training.kubeflow.org/"
+                                        f"job-role=launcher,training.kubeflow.org/job-name={name}")["items"][0]
+            cluster.rest.merge_patch(core_path(namespace, "pods") + f"/{launcher['metadata']['name']}",
+                                     {"metadata": {"labels": {"test.mpijob/outcome": "succeed"}}})
+
+            def finished() -> bool:
+                assert not reconciler.unexpected_exits, exits()
+                job = cluster.rest.get(mpijobs_path(namespace, name))
+                return condition(job, "Succeeded") == "True" and not workers_now(cluster, namespace).get(name)
+
+            wait_for(finished, timeout=900, interval=2, what="the job Succeeded and its workers deleted")
+            done = time.monotonic() - began
+            orphans, gc_seconds = delete_all_and_wait_for_gc(cluster, namespace, timeout=600)
+        events = audit_in(cluster, namespace, offset)
+        writes = writes_by_reconciler(events)
+        plan = JobPlan(name, WORKERS, "OpenMPI", "Running", False, False, False, False, 0, 0)
+        record(f"large job: W={WORKERS}, ConfigMap data {size / 1024:.0f} KiB; all workers created "
+               f"{all_created:.0f} s, job Running {all_running:.0f} s, Succeeded and cleaned up {done:.0f} s "
+               f"after the POST; GC {gc_seconds:.0f} s; {len(reconciler.unexpected_exits)} reconciler exits; "
+               f"{sum(writes.values())} writes ({write_summary(writes)})")
+        assert reconciler.unexpected_exits == [], exits()
+        assert duplicates(events) == {}
+        assert lost_or_foreign_workers(events, [plan]) == {}
+        assert orphans == []
+    finally:
+        delete_namespace(cluster, namespace)

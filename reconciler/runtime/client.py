@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import platform
 import ssl
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
@@ -19,7 +20,12 @@ import orjson
 from reconciler.runtime.ratelimit import TokenBucket
 from shared.jsondict import JSONDict
 
-USER_AGENT = "mpi-operator"
+USER_AGENT = "mpi-operator"  # then "/<version> (<os>/<arch>) pid/<pid>", as client-go's agent names its binary
+
+
+def user_agent(version: str = "0.1.0") -> str:
+    """``mpi-operator/0.1.0 (linux/x86_64) pid/42``: the process id tells replicas apart in an audit log."""
+    return f"{USER_AGENT}/{version} ({platform.system().lower()}/{platform.machine()}) pid/{os.getpid()}"
 REQUEST_TIMEOUT = 30.0
 MAX_THROTTLE_RETRIES = 10
 MAX_EVENT_BYTES = 64 << 20  # a watch event larger than this is a broken stream, not an object
@@ -104,6 +110,7 @@ class KubeClient:
         self.limiter = TokenBucket(qps, burst)
         self._session: aiohttp.ClientSession | None = None
         self.throttled = 0  # 429 answers retried
+        self.user_agent = user_agent()
 
     def _ssl_context(self) -> ssl.SSLContext:
         cfg = self.configuration
@@ -126,7 +133,7 @@ class KubeClient:
         return self._session
 
     async def _headers(self, content_type: str) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT, "Content-Type": content_type}
+        headers = {"Accept": "application/json", "User-Agent": self.user_agent, "Content-Type": content_type}
         auth = await self.configuration.auth_settings()
         if "BearerToken" in auth:
             headers["Authorization"] = auth["BearerToken"]["value"]

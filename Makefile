@@ -39,7 +39,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 unit: $(STAMP)
-	$(VENV)/bin/pytest tests/unit tests/webhook
+	$(VENV)/bin/pytest tests/unit tests/webhook tests/fuzz
 
 integration: $(STAMP) testbin
 	$(VENV)/bin/pytest tests/integration

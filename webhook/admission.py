@@ -17,6 +17,7 @@ from shared.api import (
     FieldError,
     MPIJob,
     admission_warnings,
+    capped,
     defaulted_dict,
     defaults_patch,
     invalid_status,
@@ -61,7 +62,7 @@ def parse_review(body: bytes) -> JSONDict:
     if review.get("apiVersion") != REVIEW_API_VERSION or review.get("kind") != REVIEW_KIND:
         raise BadReviewError(
             f"expected apiVersion {REVIEW_API_VERSION} kind {REVIEW_KIND}, "
-            f"got apiVersion {review.get('apiVersion')!r} kind {review.get('kind')!r}"
+            f"got apiVersion {_shown(review.get('apiVersion'))} kind {_shown(review.get('kind'))}"
         )
     request = review.get("request")
     if not isinstance(request, dict):
@@ -75,6 +76,22 @@ def parse_review(body: bytes) -> JSONDict:
     if request["operation"] == "UPDATE" and not isinstance(request.get("oldObject"), dict):
         raise BadReviewError("AdmissionReview.request.oldObject must be an object for UPDATE")
     return request
+
+
+SHOWN_CHARS: Final = 100
+"""At most this much of a client's value is echoed in an error message or a log line."""
+
+
+def shown(value: object) -> object:
+    """``value`` for a log line: strings longer than SHOWN_CHARS are cut (with the length they had)."""
+    if isinstance(value, str) and len(value) > SHOWN_CHARS:
+        return f"{value[:SHOWN_CHARS]}...({len(value)} characters)"
+    return value
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}...({len(text)} characters)"
 
 
 def mutate(request: JSONDict) -> Admission:
@@ -109,6 +126,7 @@ def validate_request(request: JSONDict) -> Admission:
             admission.response["warnings"] = warnings
         return admission
     name = _object_name(request)
+    errors = capped(errors)
     response = {"uid": request["uid"], "allowed": False, "status": invalid_status(name, errors)}
     if warnings:
         response["warnings"] = warnings

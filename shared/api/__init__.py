@@ -1,7 +1,7 @@
 """kubeflow.org/v2beta1 MPIJob: models, constants, names, defaulting and validation. Pure: no I/O."""
 
 from shared.api.defaults import defaulted_dict, defaults_patch, with_defaults
-from shared.api.field_errors import ErrorType, FieldError, aggregate, invalid_status
+from shared.api.field_errors import ErrorType, FieldError, aggregate, capped, invalid_status
 from shared.api.parse import parse_mpijob
 from shared.api.types import JobCondition, JobStatus, MPIJob, MPIJobSpec, ReplicaSpec, ReplicaStatus, RunPolicy
 from shared.api.validation import validate, validate_update, validate_upstream
@@ -19,6 +19,7 @@ __all__ = [
     "RunPolicy",
     "admission_warnings",
     "aggregate",
+    "capped",
     "defaulted_dict",
     "defaults_patch",
     "invalid_status",

@@ -79,9 +79,12 @@ def render_value(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return orjson.dumps(value).decode()
+    try:
+        if isinstance(value, int | float):
+            return str(value)
+        return orjson.dumps(value).decode()
+    except (TypeError, ValueError):  # nested deeper than orjson goes, or an int too large to print
+        return f"<{type(value).__name__} too deeply nested or too large to show>"
 
 
 def required(field: str, detail: str) -> FieldError:
@@ -99,6 +102,23 @@ def not_supported(field: str, value: Any, supported: Iterable[str]) -> FieldErro
 
 def forbidden(field: str, detail: str) -> FieldError:
     return FieldError(ErrorType.FORBIDDEN, field, None, detail)
+
+
+MAX_REPORTED = 100
+"""Errors listed in one Status or event; an object with more gets the first ones and a count of the rest."""
+
+
+def capped(errors: Sequence[FieldError], limit: int = MAX_REPORTED, total: int | None = None) -> list[FieldError]:
+    """The first ``limit`` errors, then one ``Too many`` error at the next one's field counting those left out
+    (of ``total``, by default ``len(errors)``), so that a small body with a huge number of problems cannot
+    make a huge answer."""
+    total = len(errors) if total is None else total
+    if total <= limit or len(errors) <= limit:
+        return list(errors)
+    rest = total - limit
+    detail = f"more errors not shown (the first {limit} are)"
+    summary = FieldError(ErrorType.TOO_MANY, errors[limit].field, rest, detail)
+    return [*errors[:limit], summary]
 
 
 def aggregate(errors: Sequence[FieldError]) -> str:

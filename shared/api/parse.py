@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from shared.api import field_errors as fe
 from shared.api.field_errors import FieldError
 from shared.api.types import MPIJob
+from shared.jsondict import JSONDict
 
 _EXPECTED = {
     "int_type": "integer",
@@ -20,16 +21,26 @@ _EXPECTED = {
     "list_type": "array",
 }
 _MAP_FIELDS = {"mpiReplicaSpecs", "replicaStatuses", "minResources"}
+MAX_NESTING = 100
+"""Deepest nesting of objects and arrays accepted. A real MPIJob (pod templates included) stays under 30
+levels; the JSON encoder (254), pydantic's serializer (255) and recursive copies fail far above this."""
 
 
 def parse_mpijob(obj: Any) -> tuple[MPIJob | None, list[FieldError]]:
-    """The typed MPIJob, or None and one error per field of the wrong type."""
+    """The typed MPIJob, or None and one error per field of the wrong type (or one for too deep a nesting)."""
     if not isinstance(obj, dict):
         return None, [fe.FieldError(fe.ErrorType.TYPE_INVALID, "<root>", obj, "must be of type object")]
+    too_deep = _too_deep(obj)
+    if too_deep is not None:
+        return None, [fe.forbidden(field_path(too_deep), f"must not be nested more than {MAX_NESTING} levels deep")]
+    too_many = _too_many_replica_specs(obj)
+    if too_many is not None:
+        return None, [too_many]
     try:
         return MPIJob.model_validate(obj), []
     except ValidationError as error:
-        return None, [_field_error(e["loc"], e["input"], e["type"]) for e in error.errors()]
+        errors = [_field_error(e["loc"], e["input"], e["type"]) for e in error.errors()[: fe.MAX_REPORTED + 1]]
+        return None, fe.capped(errors, total=error.error_count())
 
 
 def _field_error(loc: tuple[int | str, ...], value: Any, error_type: str) -> FieldError:
@@ -47,3 +58,37 @@ def field_path(loc: tuple[int | str, ...]) -> str:
         else:
             path += f".{part}" if path else str(part)
     return path
+
+
+MAX_REPLICA_SPECS = 16
+"""More replica types than this (only Launcher and Worker exist) are refused before the costly model parse."""
+
+
+def _too_many_replica_specs(obj: JSONDict) -> FieldError | None:
+    spec = obj.get("spec")
+    specs = spec.get("mpiReplicaSpecs") if isinstance(spec, dict) else None
+    if not isinstance(specs, dict) or len(specs) <= MAX_REPLICA_SPECS:
+        return None
+    return fe.FieldError(fe.ErrorType.TOO_MANY, "spec.mpiReplicaSpecs", len(specs),
+                         f'must have at most {MAX_REPLICA_SPECS} items (only "Launcher" and "Worker" are used)')
+
+
+def _too_deep(obj: JSONDict) -> tuple[int | str, ...] | None:
+    """The path of the first object or array nested deeper than MAX_NESTING, without recursion."""
+    depth_stack: list[tuple[Any, int]] = [(obj, 0)]
+    while depth_stack:  # cheap first pass: depths only
+        node, depth = depth_stack.pop()
+        if depth >= MAX_NESTING:
+            break
+        children = node.values() if isinstance(node, dict) else node
+        depth_stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    else:
+        return None
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(obj, ())]
+    while stack:
+        node, loc = stack.pop()
+        if len(loc) >= MAX_NESTING:
+            return loc
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        stack.extend((child, (*loc, key)) for key, child in items if isinstance(child, dict | list))
+    return None  # pragma: no cover  (the first pass found one)

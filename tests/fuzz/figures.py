@@ -15,10 +15,11 @@ from hypothesis import HealthCheck, Phase, settings
 
 SHORT = int(os.environ.get("MPIJOB_FUZZ_SHORT", "600"))
 """Examples per fuzz test in `make test` (about 1.5-2k in all)."""
-FULL = int(os.environ.get("MPIJOB_FUZZ_FULL", "6000"))
-"""Examples per fuzz test in `make faults` (over 10,000 through the webhook and as many through the API)."""
+FULL = int(os.environ.get("MPIJOB_FUZZ_FULL", "10000"))
+"""Examples per fuzz test in `make faults`: 10,000 through the webhook over HTTP, as many through the API."""
 
-BUDGETS = [pytest.param(SHORT, id="short"), pytest.param(FULL, id="full", marks=pytest.mark.faults)]
+BUDGETS = [pytest.param(SHORT, id="short"),
+           pytest.param(FULL, id="full", marks=[pytest.mark.faults, pytest.mark.timeout(3600)])]
 
 
 @dataclass

@@ -20,17 +20,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.fuzz.figures import FULL, SHORT, Counter, fuzz_settings, measured
+from tests.fuzz.figures import BUDGETS, Counter, fuzz_settings, measured
 from tests.fuzz.strategies import MPIJOB_KIND, json_values, mutated, reviews
 from tests.webhook.conftest import Client
 from webhook import admission
 from webhook.app import MUTATE_PATH, VALIDATE_PATH
 
 PATHS = [MUTATE_PATH, VALIDATE_PATH]
-WEBHOOK_BUDGETS = [
-    pytest.param(SHORT, id="short"),
-    pytest.param(FULL, id="full", marks=[pytest.mark.faults, pytest.mark.timeout(3600)]),
-]
 
 
 def _request(body: bytes) -> Any:
@@ -115,7 +111,7 @@ def poster(client: Client, loop: asyncio.AbstractEventLoop) -> Poster:
     return blocking
 
 
-@pytest.mark.parametrize("examples", WEBHOOK_BUDGETS)
+@pytest.mark.parametrize("examples", BUDGETS)
 async def test_webhook_http_never_fails(client: Client, examples: int) -> None:
     post = poster(client, asyncio.get_running_loop())
     with measured("webhook over HTTP: generated and mutated AdmissionReviews, JSON, bytes") as counter:

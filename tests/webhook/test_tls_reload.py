@@ -15,13 +15,15 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from aiohttp import web
+from aiohttp import ClientSession, TCPConnector, web
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from pytest_aiohttp import AiohttpServer
 
+from tests.webhook.conftest import review
 from webhook import certs
+from webhook.app import MUTATE_PATH, VALIDATE_PATH, create_app
 from webhook.tls import CertificateReloader
 
 T = TypeVar("T")
@@ -256,3 +258,62 @@ async def _no_leaked_tasks() -> AsyncIterator[None]:
     yield
     leaked = [t for t in asyncio.all_tasks() if t.get_name() == "tls-certificate-reloader"]
     assert not leaked, "the reloader task outlived its owner"
+
+
+ROTATIONS = 5
+CLIENTS = 8
+
+
+async def test_rotation_under_admission_load_fails_no_request(pki: Pki, aiohttp_server: AiohttpServer) -> None:
+    """The real admission app over TLS, several clients (fresh handshakes and keep-alive connections) sending
+    AdmissionReviews without pause while the serving certificate is rotated several times: every admission
+    answers 200, and the rotations reach new connections."""
+    cert_pem, key_pem, first_serial = pki.issue()
+    pki.publish(cert_pem, key_pem)
+    reloader = CertificateReloader(pki.secret_dir / "tls.crt", pki.secret_dir / "tls.key", poll_interval=POLL)
+    app = create_app(ready_check=lambda: reloader.ready)
+    app.cleanup_ctx.append(reloader.cleanup_ctx)
+    server = await aiohttp_server(app, ssl=reloader.context)
+    port = server.port
+    assert port is not None
+    job = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "pi"}, "spec": {
+        "mpiReplicaSpecs": {"Launcher": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}}}}
+    body = review(job)
+    stop = asyncio.Event()
+    answered: list[int] = [0] * CLIENTS
+    failures: list[str] = []
+
+    async def client(index: int) -> None:
+        context = ssl.create_default_context(cafile=str(pki.ca_file))
+        connector = TCPConnector(ssl=context, force_close=index % 2 == 0)  # even clients handshake every time
+        path = MUTATE_PATH if index % 3 else VALIDATE_PATH
+        async with ClientSession(connector=connector) as session:
+            while not stop.is_set():
+                try:
+                    async with session.post(f"https://localhost:{port}{path}", json=body) as resp:
+                        answer = await resp.json()
+                        if resp.status != 200 or answer["response"]["uid"] != body["request"]["uid"]:
+                            failures.append(f"client {index}: {resp.status} {answer}")
+                except Exception as error:  # a failed handshake or a dropped connection is a failed admission
+                    failures.append(f"client {index}: {type(error).__name__}: {error}")
+                answered[index] += 1
+
+    tasks = [asyncio.create_task(client(i)) for i in range(CLIENTS)]
+    serials = [first_serial]
+    try:
+        for _ in range(ROTATIONS):
+            await asyncio.sleep(0.3)
+            cert_pem, key_pem, serial = pki.issue()
+            pki.publish(cert_pem, key_pem)
+            await eventually(lambda: served_serial(port, pki.ca_file), serial.__eq__)
+            serials.append(serial)
+        await asyncio.sleep(0.3)
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+    assert not failures, failures[:5]
+    assert reloader.reload_count == ROTATIONS + 1
+    assert len(set(serials)) == ROTATIONS + 1
+    assert all(n > 10 for n in answered), answered
+    print(f"tls rotation under load: {ROTATIONS} rotations, {CLIENTS} clients, {sum(answered)} admissions, "
+          f"{len(failures)} failed")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from reconciler.mpijob import builders
 from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.objects import ensure_controlled, get_or_create
@@ -10,6 +12,8 @@ from reconciler.runtime.client import ApiError
 from reconciler.runtime.resources import PRIORITY_CLASSES, Resource, meta
 from shared.api import constants as c
 from shared.api import names
+
+logger = logging.getLogger("reconciler")
 
 
 def pod_group_resource(ctx: JobContext) -> Resource:
@@ -33,6 +37,18 @@ async def _priorities(ctx: JobContext) -> dict[str, int | None]:
     return values
 
 
+def _warn_of_overridden_scheduler_names(ctx: JobContext) -> None:
+    """Gang scheduling replaces a template's own schedulerName: said once per job, as upstream logs it."""
+    assert ctx.settings.gang is not None
+    for replica_type in c.REPLICA_TYPES:
+        spec = ctx.job.replica_spec(replica_type)
+        name = builders.overridden_scheduler_name(spec.template if spec else None, ctx.settings.gang)
+        if name:
+            logger.warning("schedulerName overridden by gang scheduling", extra={"kv": {
+                "key": ctx.key, "replica_type": replica_type, "template": name,
+                "scheduler": ctx.settings.gang.scheduler_name}})
+
+
 async def ensure_pod_group(ctx: JobContext) -> None:
     """Create the PodGroup, or replace its spec when the job's scheduling policy changed."""
     assert ctx.settings.gang is not None
@@ -40,6 +56,8 @@ async def ensure_pod_group(ctx: JobContext) -> None:
     priorities = await _priorities(ctx)
     desired = builders.build_pod_group(ctx.job, ctx.settings.gang, priorities.get)
     existing, created = await get_or_create(ctx, ctx.caches.pod_groups, resource, desired)
+    if created:
+        _warn_of_overridden_scheduler_names(ctx)
     if not created and existing.get("spec") != desired["spec"]:
         current = await ctx.cluster.get(resource, ctx.namespace, meta(existing)["name"])
         await ctx.cluster.replace(resource, {**current, "spec": desired["spec"]})

@@ -82,29 +82,33 @@ class Reconciler:
             raise
 
     async def _reconcile(self, ctx: JobContext) -> str:
-        before = cached_status = ctx.cached.get("status") or {}
-        status = copy.deepcopy(cached_status)
-        events: list[Event] = []
-        if not status.get("conditions"):
-            message = f"MPIJob {ctx.namespace}/{ctx.name} is created."
-            set_condition(status, c.CONDITION_CREATED, c.CONDITION_TRUE, c.REASON_CREATED, message, ctx.now)
-            events.append(Event("Normal", c.REASON_CREATED, message))
+        before = ctx.cached.get("status") or {}
+        status, events = _with_created_condition(ctx, before)
         if is_finished(status) and status.get("completionTime"):
             if ctx.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING):
-                await workers.clean_up(ctx)
+                await self._clean_up(ctx)
                 status.setdefault("replicaStatuses", {})[c.WORKER] = {}
-                if self.settings.gang is not None:
-                    await gang.delete_pod_group(ctx)
             return await self._write_status(ctx, before, status, events) or "finished"
         if errors := builders.config_map_size_errors(ctx.job, self.settings.cluster_domain):
-            event = _validation_event(errors)
-            set_condition(status, c.CONDITION_FAILED, c.CONDITION_TRUE, event.reason, event.message, ctx.now)
-            status["completionTime"] = ctx.now
-            status.setdefault("replicaStatuses", {})[c.WORKER] = {}  # none was ever created
-            return await self._write_status(ctx, before, status, [*events, event]) or "refused"
+            _refuse(ctx, status, events, _validation_event(errors))
+            return await self._write_status(ctx, before, status, events) or "refused"
         if not status.get("startTime") and not ctx.suspended:
             status["startTime"] = ctx.now
-        launcher = await children.find_launcher(ctx, first_sync=not cached_status.get("conditions"))
+        launcher, worker_pods = await self._ensure_children(ctx, first_sync=not before.get("conditions"))
+        if ctx.suspended:
+            await self._clean_up(ctx)
+        seen = Observed(launcher, children.launcher_pods(ctx, launcher), worker_pods, ctx.suspended)
+        status, update = compute_status(ctx.namespace, ctx.name, status, seen, ctx.now)
+        if gone := await self._write_status(ctx, before, status, events + update.events):
+            return gone
+        if launcher is not None:
+            self.metrics.job_info.labels(launcher["metadata"]["name"], ctx.namespace).set(1)
+        self.metrics.count(update)
+        return "synced"
+
+    async def _ensure_children(self, ctx: JobContext, first_sync: bool) -> tuple[JSONDict | None, list[JSONDict]]:
+        """Every child in upstream's order (1.2 steps 10-13); the launcher Job and the worker pods seen."""
+        launcher = await children.find_launcher(ctx, first_sync)
         worker_pods: list[JSONDict] = []
         if not launcher_done(launcher):
             await children.ensure_service(ctx)
@@ -118,18 +122,13 @@ class Reconciler:
                 launcher = await children.create_launcher(ctx)
         if launcher is not None:
             launcher = await children.sync_launcher_suspension(ctx, launcher)
-        if ctx.suspended:
-            await workers.clean_up(ctx)
-            if self.settings.gang is not None:
-                await gang.delete_pod_group(ctx)
-        seen = Observed(launcher, children.launcher_pods(ctx, launcher), worker_pods, ctx.suspended)
-        status, update = compute_status(ctx.namespace, ctx.name, status, seen, ctx.now)
-        if gone := await self._write_status(ctx, before, status, events + update.events):
-            return gone
-        if launcher is not None:
-            self.metrics.job_info.labels(launcher["metadata"]["name"], ctx.namespace).set(1)
-        self.metrics.count(update)
-        return "synced"
+        return launcher, worker_pods
+
+    async def _clean_up(self, ctx: JobContext) -> None:
+        """Workers per cleanPodPolicy, and the PodGroup (finished or suspended jobs)."""
+        await workers.clean_up(ctx)
+        if self.settings.gang is not None:
+            await gang.delete_pod_group(ctx)
 
     async def _write_status(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event]) -> str:
         """One status write, only on change, with the resourceVersion read (a conflict is retried); a change of
@@ -149,6 +148,24 @@ class Reconciler:
                 self.metrics.jobs_created.inc()
         await ctx.event(*events)
         return ""
+
+
+def _with_created_condition(ctx: JobContext, status: JSONDict) -> tuple[JSONDict, list[Event]]:
+    """A copy of the status, with the Created condition (and its event) if it has no condition yet."""
+    status = copy.deepcopy(status)
+    if status.get("conditions"):
+        return status, []
+    message = f"MPIJob {ctx.namespace}/{ctx.name} is created."
+    set_condition(status, c.CONDITION_CREATED, c.CONDITION_TRUE, c.REASON_CREATED, message, ctx.now)
+    return status, [Event("Normal", c.REASON_CREATED, message)]
+
+
+def _refuse(ctx: JobContext, status: JSONDict, events: list[Event], why: Event) -> None:
+    """A job that cannot run as specified ends at once: Failed with the reason and message of ``why``."""
+    set_condition(status, c.CONDITION_FAILED, c.CONDITION_TRUE, why.reason, why.message, ctx.now)
+    status["completionTime"] = ctx.now
+    status.setdefault("replicaStatuses", {})[c.WORKER] = {}  # none was ever created
+    events.append(why)
 
 
 def _managed_by(cached: JSONDict) -> str | None:

@@ -1,0 +1,192 @@
+"""What the reconciler stores is exactly what the builders produce, and children that drift converge (issue 7).
+
+Stored worker Pods and launcher Jobs are compared whole with ``build_worker``/``build_launcher_job`` of
+the stored MPIJob, after ``without_server_fields`` removed what the API server sets itself (identity,
+timestamps, managedFields, status, and the defaults it fills into fields we leave unset). A default is
+removed only where the built object leaves the field unset and only when it has its default value, so
+the comparison is exact on every field we set.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import time
+
+import pytest
+
+from reconciler.mpijob import builders
+from shared.api import MPIJob, with_defaults
+from tests.harness import LocalCluster
+from tests.harness.audit import audit_events, resource_of
+from tests.harness.wait import wait_for
+from tests.integration.mpijobs import JSON, Jobs, mpijob, until
+from tests.integration.operator_fixtures import ReconcilerControl
+
+HANG = {"test.mpijob/outcome": "hang"}
+SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
+POD_SPEC_DEFAULTS: JSON = {
+    "dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler", "securityContext": {},
+    "terminationGracePeriodSeconds": 30,
+}
+POD_ADMISSION_DEFAULTS: JSON = {  # set on Pods (not on templates) by admission plugins and the scheduler
+    "serviceAccountName": "default", "serviceAccount": "default", "priority": 0, "enableServiceLinks": True,
+    "preemptionPolicy": "PreemptLowerPriority",
+}
+DEFAULT_TOLERATIONS = [  # the DefaultTolerationSeconds admission plugin
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+]
+CONTAINER_DEFAULTS: JSON = {"terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+                            "resources": {}}
+JOB_SPEC_DEFAULTS: JSON = {"parallelism": 1, "completions": 1, "backoffLimit": 6, "completionMode": "NonIndexed",
+                           "suspend": False, "manualSelector": False}
+SERVICE_ACCOUNT_VOLUME = "kube-api-access-"
+JOB_CONTROLLER_LABELS = ("batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name", "controller-uid",
+                         "job-name")
+
+
+def _drop_defaults(stored: JSON, desired: JSON, defaults: JSON) -> None:
+    for key, value in defaults.items():
+        if key not in desired and stored.get(key) == value:
+            del stored[key]
+
+
+def _pull_policy(image: str) -> str:
+    """The API server's default imagePullPolicy: Always for an untagged or :latest image."""
+    tag = image.rsplit("/", 1)[-1].partition(":")[2] if "@" not in image else "digest"
+    return "Always" if tag in ("", "latest") else "IfNotPresent"
+
+
+def _strip_pod_spec(stored: JSON, desired: JSON, *, is_pod: bool) -> None:
+    _drop_defaults(stored, desired, POD_SPEC_DEFAULTS)
+    if is_pod:
+        _drop_defaults(stored, desired, POD_ADMISSION_DEFAULTS)
+        if "nodeName" not in desired:
+            stored.pop("nodeName", None)
+        if "tolerations" in stored:
+            stored["tolerations"] = [t for t in stored["tolerations"]
+                                     if t not in DEFAULT_TOLERATIONS or t in desired.get("tolerations", [])]
+            if not stored["tolerations"] and "tolerations" not in desired:
+                del stored["tolerations"]
+    stored["volumes"] = [v for v in stored.get("volumes", []) if not v["name"].startswith(SERVICE_ACCOUNT_VOLUME)]
+    if not stored["volumes"] and "volumes" not in desired:
+        del stored["volumes"]
+    for volume, wanted in zip(stored.get("volumes", []), desired.get("volumes", []), strict=False):
+        for source in ("secret", "configMap"):
+            if source in volume and "defaultMode" not in wanted.get(source, {}):
+                _drop_defaults(volume[source], wanted.get(source, {}), {"defaultMode": 0o644})
+    for kind in ("initContainers", "containers"):
+        for container, wanted in zip(stored.get(kind, []), desired.get(kind, []), strict=False):
+            _drop_defaults(container, wanted, {**CONTAINER_DEFAULTS,
+                                               "imagePullPolicy": _pull_policy(str(container.get("image", "")))})
+            mounts = [m for m in container.get("volumeMounts", []) if not m["name"].startswith(SERVICE_ACCOUNT_VOLUME)]
+            if mounts or "volumeMounts" in wanted:
+                container["volumeMounts"] = mounts
+            else:
+                container.pop("volumeMounts", None)
+
+
+def without_server_fields(stored: JSON, desired: JSON) -> JSON:
+    """``stored`` without what the API server (and its admission plugins, the scheduler, the Job controller)
+    set, where ``desired`` leaves it unset. The input is not changed."""
+    out = copy.deepcopy(stored)
+    out.pop("status", None)
+    for key in SERVER_METADATA:
+        out["metadata"].pop(key, None)
+    if desired["kind"] == "Pod":
+        _strip_pod_spec(out["spec"], desired["spec"], is_pod=True)
+    elif desired["kind"] == "Job":
+        spec, wanted = out["spec"], desired["spec"]
+        _drop_defaults(spec, wanted, JOB_SPEC_DEFAULTS)
+        if "selector" not in wanted:
+            spec.pop("selector", None)
+        template, wanted_template = spec["template"], wanted["template"]
+        labels = template["metadata"].get("labels", {})
+        for key in JOB_CONTROLLER_LABELS:
+            if key not in wanted_template["metadata"].get("labels", {}):
+                labels.pop(key, None)
+        if template["metadata"].get("creationTimestamp", "") is None:
+            del template["metadata"]["creationTimestamp"]
+        _strip_pod_spec(template["spec"], wanted_template["spec"], is_pod=False)
+    return out
+
+
+def built_from(stored_job: JSON) -> MPIJob:
+    """The stored MPIJob as the reconciler sees it: parsed and defaulted."""
+    return with_defaults(MPIJob.model_validate(stored_job))
+
+
+@pytest.fixture
+def jobs(cluster: LocalCluster, namespace: str, reconciler: ReconcilerControl) -> Jobs:
+    return Jobs(cluster, namespace)
+
+
+@pytest.mark.parametrize("implementation", ["OpenMPI", "Intel", "MPICH"])
+def test_stored_worker_and_launcher_are_exactly_what_the_builders_produce(jobs: Jobs, implementation: str) -> None:
+    spec = mpijob("pi", 2, launcher_labels=HANG, mpiImplementation=implementation)
+    worker_template = spec["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    worker_template["metadata"] = {"labels": {"team": "a"}, "annotations": {"note": "kept"}}
+    worker_template["spec"]["containers"][0].update(
+        env=[{"name": "FOO", "value": "bar"}], resources={"requests": {"cpu": "100m"}})
+    jobs.create(spec)
+    launcher = jobs.wait_launcher("pi")
+    jobs.wait_workers("pi", 2)
+    job = built_from(jobs.get("pi"))
+    for index in range(2):
+        desired = builders.build_worker(job, index)
+        assert without_server_fields(jobs.must("pods", f"pi-worker-{index}"), desired) == desired
+    desired_launcher = builders.build_launcher_job(job)
+    assert without_server_fields(launcher, desired_launcher) == desired_launcher
+
+
+def _reconciler_writes(cluster: LocalCluster, offset: int, resource: str, name: str) -> list[str]:
+    """The verbs of the reconciler's writes to one object, from the audit log after byte ``offset``."""
+    assert cluster.audit_log is not None
+    return [event["verb"] for event in audit_events(cluster.audit_log, offset=offset)
+            if event.get("stage") == "ResponseComplete" and resource_of(event) == resource
+            and (event.get("objectRef") or {}).get("name") == name
+            and str(event.get("userAgent", "")).startswith("mpi-operator")
+            and event["verb"] in ("create", "update", "patch", "delete")]
+
+
+def test_drifted_secret_and_service_converge_in_one_write_each(jobs: Jobs, cluster: LocalCluster) -> None:
+    jobs.create(mpijob("pi", 1, launcher_labels=HANG))
+    jobs.wait_condition("pi", "Running")
+    secret = jobs.must("secrets", "pi-ssh")
+    service = jobs.must("services", "pi")
+    assert cluster.audit_log is not None
+    offset = cluster.audit_log.stat().st_size
+    extra = base64.b64encode(b"someone else's").decode()
+    cluster.rest.merge_patch(jobs.path("secrets", "pi-ssh"), {"data": {"extra": extra}})
+    cluster.rest.merge_patch(jobs.path("services", "pi"), {"spec": {"selector": {"extra": "selects-nothing"}}})
+    wait_for(lambda: jobs.must("secrets", "pi-ssh")["data"] == secret["data"], timeout=30,
+             what="the Secret without the extra key")
+    wait_for(lambda: jobs.must("services", "pi")["spec"]["selector"] == service["spec"]["selector"], timeout=30,
+             what="the Service selector without the extra key")
+    # later syncs (a worker annotation changes: a child event) find nothing left to write
+    for round_ in range(3):
+        cluster.rest.merge_patch(jobs.path("pods", "pi-worker-0"), {"metadata": {"annotations": {"r": str(round_)}}})
+        time.sleep(1)
+    assert _reconciler_writes(cluster, offset, "secrets", "pi-ssh") == ["patch"]
+    assert _reconciler_writes(cluster, offset, "services", "pi") == ["patch"]
+    assert jobs.must("secrets", "pi-ssh")["data"] == secret["data"], "the key pair of a running job never rotates"
+
+
+def test_a_hostfile_too_large_for_a_config_map_refuses_the_job(jobs: Jobs) -> None:
+    jobs.create(mpijob("huge", 30_000))
+    failed = jobs.wait_condition("huge", "Failed", timeout=60)
+    assert failed["reason"] == "ValidationError"
+    assert failed["message"].startswith(
+        "Found validation errors: spec.mpiReplicaSpecs[Worker].replicas: Invalid value: 30000: the hostfile and "
+        'discover_hosts.sh of ConfigMap "huge-config" would need ')
+    assert failed["message"].endswith("bytes, more than the 1048576 bytes a ConfigMap can hold")
+    event = until(lambda: next((e for e in jobs.events("huge") if e["reason"] == "ValidationError"), None),
+                  timeout=30, what="the ValidationError event")
+    assert (event["type"], event["message"]) == ("Warning", failed["message"])
+    assert jobs.get("huge")["status"]["completionTime"]
+    for plural, name, group in (("services", "huge", ""), ("configmaps", "huge-config", ""),
+                                ("secrets", "huge-ssh", ""), ("jobs", "huge-launcher", "batch/v1")):
+        assert jobs.object(plural, name, group) is None, f"{plural}/{name} was created"
+    assert jobs.pods() == []
+

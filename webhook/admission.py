@@ -8,6 +8,8 @@ metrics.
 from __future__ import annotations
 
 import base64
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -78,20 +80,38 @@ def parse_review(body: bytes) -> JSONDict:
     return request
 
 
-SHOWN_CHARS: Final = 100
-"""At most this much of a client's value is echoed in an error message or a log line."""
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}").fullmatch
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?").fullmatch
+_OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 
 
-def shown(value: object) -> object:
-    """``value`` for a log line: strings longer than SHOWN_CHARS are cut (with the length they had)."""
-    if isinstance(value, str) and len(value) > SHOWN_CHARS:
-        return f"{value[:SHOWN_CHARS]}...({len(value)} characters)"
-    return value
+def log_fields(request: JSONDict) -> JSONDict:
+    """uid, operation, namespace and name of a request for its log line, each only when it has the form the
+    API server gives it (a UUID, an operation, DNS names); anything else is described by its length, so
+    whatever a client put there (a key, a token, megabytes) never reaches a log line."""
+    fields = {"uid": request["uid"], "operation": request["operation"], "namespace": request.get("namespace", ""),
+              "name": request.get("name", "")}
+    checks: dict[str, Callable[[str], object]] = {"uid": _UUID, "operation": _OPERATIONS.__contains__,
+                                                   "namespace": _NAME, "name": _NAME}
+    for key, value in fields.items():
+        if value in ("", None) or (isinstance(value, str) and checks[key](value)):
+            continue
+        fields[key] = f"<{len(value)} characters>" if isinstance(value, str) else "<not a string>"
+    return fields
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9./-]{0,62}").fullmatch
 
 
 def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}...({len(text)} characters)"
+    """A client's apiVersion or kind for an error message: echoed when it looks like one, else described,
+    so that whatever a client put there (a key, a token, megabytes) never reaches a log line."""
+    if value is None or (isinstance(value, str) and _IDENTIFIER(value)):
+        return repr(value)
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    kinds = {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number"}
+    return kinds.get(type(value), "a value")
 
 
 def mutate(request: JSONDict) -> Admission:

@@ -61,15 +61,12 @@ async def _answer(request: web.Request, admit: AdmitFunction, log: dict[str, Any
         log["error"] = str(error)
         return _status(400, "BadRequest", str(error)), "bad_request"
     uid = review_request["uid"]
-    shown = admission.shown  # the API server's values are short; a client's may not be, and logs stay small
-    log.update(uid=shown(uid), operation=shown(review_request["operation"]),
-               namespace=shown(review_request.get("namespace", "")), name=shown(review_request.get("name", "")),
-               dry_run=bool(review_request.get("dryRun")))
+    log.update(admission.log_fields(review_request), dry_run=bool(review_request.get("dryRun")))
     try:
         answer = admit(review_request)
     except Exception:
-        logger.exception("admission failed", extra={"kv": {"uid": shown(uid)}})
-        message = f"internal error in the MPIJob webhook while admitting request {shown(uid)}; see the webhook's log"
+        logger.exception("admission failed", extra={"kv": {"uid": log["uid"]}})
+        message = f"internal error in the MPIJob webhook while admitting request {log['uid']}; see the webhook's log"
         return _json(admission.errored(uid, 500, message), status=500), "error"
     if answer.patch_ops:
         log["patch_ops"] = answer.patch_ops

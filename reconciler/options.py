@@ -25,7 +25,7 @@ class Options:
     gang_scheduling: str
     lock_namespace: str
     leader_elect: bool
-    kube_api_qps: float
+    kube_api_qps: float  # 0: no client-side limit
     kube_api_burst: int
     queue_rate_limit: float
     queue_burst: int
@@ -35,6 +35,9 @@ class Options:
     progress_write_interval: float
     log_level: str
     log_format: str
+
+
+UPSTREAM_QPS, UPSTREAM_BURST = 5.0, 10  # upstream's client limits, in force when either flag is given
 
 
 class OptionsError(ValueError):
@@ -69,8 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(parser, "lock-namespace", dest="lock_namespace", default="mpi-operator", help="namespace of the Lease")
     _flag(parser, "leader-elect", dest="leader_elect", type=_bool, default=True, nargs="?", const=True,
           help="hold the mpi-operator Lease before reconciling (default true)")
-    _flag(parser, "kube-api-qps", dest="kube_api_qps", type=float, default=5.0, help="client QPS (default 5)")
-    _flag(parser, "kube-api-burst", dest="kube_api_burst", type=int, default=10, help="client burst (default 10)")
+    _flag(parser, "kube-api-qps", dest="kube_api_qps", type=float, default=None,
+          help="client-side QPS limit (default: none, the API server's Priority and Fairness pushes back with "
+               "429s; when this or --kube-api-burst is set, the other takes upstream's default: 5 QPS, 10 burst)")
+    _flag(parser, "kube-api-burst", dest="kube_api_burst", type=int, default=None,
+          help="client-side burst (default: none; see --kube-api-qps)")
     _flag(parser, "controller-queue-rate-limit", dest="queue_rate_limit", type=float, default=10.0,
           help="work queue retry rate (default 10)")
     _flag(parser, "controller-queue-burst", dest="queue_burst", type=int, default=100, help="work queue burst")
@@ -99,7 +105,9 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         master=args.master, kubeconfig=kubeconfig, namespace=args.namespace, threadiness=args.threadiness,
         version=args.version, monitoring_port=args.monitoring_port, health_port=args.health_port,
         gang_scheduling=args.gang_scheduling, lock_namespace=args.lock_namespace, leader_elect=args.leader_elect,
-        kube_api_qps=args.kube_api_qps, kube_api_burst=args.kube_api_burst, queue_rate_limit=args.queue_rate_limit,
+        kube_api_qps=_limit(args.kube_api_qps, args.kube_api_burst, UPSTREAM_QPS),
+        kube_api_burst=int(_limit(args.kube_api_burst, args.kube_api_qps, UPSTREAM_BURST)),
+        queue_rate_limit=args.queue_rate_limit,
         queue_burst=args.queue_burst, cluster_domain=args.cluster_domain,
         max_concurrent_writes=args.max_concurrent_writes, child_event_delay=args.child_event_delay,
         progress_write_interval=args.progress_write_interval,
@@ -109,6 +117,15 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     return options
 
 
+def _limit(value: float | None, other: float | None, upstream: float) -> float:
+    """A client limit: 0 (none) when neither limit flag is set; else the flag's value or upstream's default."""
+    if value is None and other is None:
+        return 0.0
+    if value is None:
+        return upstream
+    return value if value > 0 else -1.0  # an explicit 0 or less is refused by check()
+
+
 def check(options: Options) -> None:
     problems = []
     if options.threadiness < 1:
@@ -116,7 +133,8 @@ def check(options: Options) -> None:
     for name, port in (("--monitoring-port", options.monitoring_port), ("--health-port", options.health_port)):
         if not 0 <= port <= 65535:
             problems.append(f"{name} must be a port from 0 to 65535, got {port}")
-    if options.kube_api_qps <= 0 or options.kube_api_burst < 1:
+    if options.kube_api_qps < 0 or options.kube_api_burst < 0 or (
+            options.kube_api_qps > 0 and options.kube_api_burst < 1):
         problems.append("--kube-api-qps must be positive and --kube-api-burst at least 1")
     if options.queue_rate_limit <= 0 or options.queue_burst < 1:
         problems.append("--controller-queue-rate-limit must be positive and --controller-queue-burst at least 1")

@@ -12,11 +12,13 @@ import os
 import platform
 import ssl
 from collections.abc import AsyncIterable, AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
 
+from reconciler.runtime.kubeconfig import KubeconfigError, in_cluster_config, load_kubeconfig, needs_plugin
 from reconciler.runtime.ratelimit import TokenBucket
 from shared.jsondict import JSONDict
 
@@ -75,31 +77,34 @@ def kubeconfig_path(kubeconfig: str) -> str:
 
 
 async def load_configuration(kubeconfig: str = "", master: str = "") -> Any:
-    """A kubernetes-asyncio Configuration: from ``kubeconfig`` if given, else in-cluster, else ~/.kube/config.
-    Raises StartupError naming the problem."""
-    from kubernetes_asyncio import config  # noqa: PLC0415  (slow import, kept out of module load)
-    from kubernetes_asyncio.client import Configuration  # noqa: PLC0415
-
-    configuration = Configuration()
+    """A client configuration: from ``kubeconfig`` if given, else in-cluster, else ~/.kube/config.
+    Raises StartupError naming the problem. Credential plugins (exec, auth-provider) go through
+    kubernetes-asyncio's loader; everything else through ours, which costs no memory to speak of."""
     path = kubeconfig_path(kubeconfig)
-    if path:
-        await _load_kubeconfig(config, configuration, path)
-    else:
-        try:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except config.ConfigException as error:
-            raise StartupError(f"in-cluster configuration is not usable: {error}") from None
+    try:
+        if not path:
+            configuration: Any = in_cluster_config()
+        elif needs_plugin(Path(path)):
+            configuration = await _plugin_configuration(path)
+        else:
+            configuration = load_kubeconfig(Path(path))
+    except KubeconfigError as error:
+        raise StartupError(f"kubeconfig {path} is not usable: {error}" if path else str(error)) from None
     if master:
         configuration.host = master
     return configuration
 
 
-async def _load_kubeconfig(config: Any, configuration: Any, path: str) -> None:
+async def _plugin_configuration(path: str) -> Any:
+    from kubernetes_asyncio import config  # noqa: PLC0415  (~60 MiB: only for credential plugins)
+    from kubernetes_asyncio.client import Configuration  # noqa: PLC0415
+
+    configuration = Configuration()
     try:
         await config.load_kube_config(config_file=path, client_configuration=configuration)
     except Exception as error:  # the loader raises ConfigException, YAML errors, KeyError, TypeError, OSError
-        detail = " ".join(str(error).split()) or type(error).__name__  # one line
-        raise StartupError(f"kubeconfig {path} is not usable: {detail}") from None
+        raise KubeconfigError(" ".join(str(error).split()) or type(error).__name__) from None
+    return configuration
 
 
 class KubeClient:
@@ -114,7 +119,7 @@ class KubeClient:
 
     def _ssl_context(self) -> ssl.SSLContext:
         cfg = self.configuration
-        context = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+        context = ssl.create_default_context(cafile=cfg.ssl_ca_cert, cadata=getattr(cfg, "ca_data", None))
         if cfg.cert_file:
             context.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file)
         if not cfg.verify_ssl:

@@ -122,8 +122,8 @@ users: [{name: u, user: {token: abc}}]
 @pytest.mark.parametrize(("content", "message"), [
     pytest.param(None, "kubeconfig {path}: no such file", id="missing file"),
     pytest.param("garbage: [", "kubeconfig {path} is not usable: while parsing a flow node", id="not YAML"),
-    pytest.param(KUBECONFIG_NO_CONTEXT, "kubeconfig {path} is not usable: Invalid kube-config file. "
-                 "Expected key current-context", id="no current-context"),
+    pytest.param(KUBECONFIG_NO_CONTEXT, "kubeconfig {path} is not usable: it names no current-context",
+                 id="no current-context"),
     pytest.param(KUBECONFIG_UNREACHABLE, "cannot reach the API server at https://127.0.0.1:1", id="unreachable"),
 ])
 def test_start_up_errors_are_one_line(tmp_path: Path, content: str | None, message: str) -> None:

@@ -8,12 +8,23 @@ from reconciler.__main__ import main
 from reconciler.options import Options, OptionsError, parse_options
 
 
+@pytest.mark.parametrize(("argv", "limits"), [
+    pytest.param([], (0.0, 0), id="none by default"),
+    pytest.param(["--kube-api-qps=5", "--kube-api-burst=10"], (5.0, 10), id="upstream's, given"),
+    pytest.param(["-kube-api-qps=50"], (50.0, 10), id="qps given: upstream's burst"),
+    pytest.param(["--kube-api-burst=100"], (5.0, 100), id="burst given: upstream's qps"),
+])
+def test_client_limits(argv: list[str], limits: tuple[float, int]) -> None:
+    options = parse_options(argv)
+    assert (options.kube_api_qps, options.kube_api_burst) == limits
+
+
 def test_upstream_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBEFLOW_NAMESPACE", raising=False)
     assert parse_options([]) == Options(
         master="", kubeconfig="", namespace="", threadiness=2, version=False, monitoring_port=0, health_port=8080,
-        gang_scheduling="", lock_namespace="mpi-operator", leader_elect=True, kube_api_qps=5.0, kube_api_burst=10,
+        gang_scheduling="", lock_namespace="mpi-operator", leader_elect=True, kube_api_qps=0.0, kube_api_burst=0,
         queue_rate_limit=10.0, queue_burst=100, cluster_domain="", max_concurrent_writes=64, child_event_delay=0.2,
         progress_write_interval=1.0,
         log_level="info", log_format="logfmt")
@@ -32,6 +43,7 @@ def test_go_style_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None
     (["--threadiness=0"], "--threadiness must be at least 1, got 0"),
     (["--monitoring-port=70000"], "--monitoring-port must be a port from 0 to 65535, got 70000"),
     (["--kube-api-qps=0"], "--kube-api-qps must be positive and --kube-api-burst at least 1"),
+    (["--kube-api-burst=0"], "--kube-api-qps must be positive and --kube-api-burst at least 1"),
     (["--cluster-domain=.local"], "--cluster-domain must be a DNS domain like cluster.local, got '.local'"),
 ])
 def test_invalid_settings_are_refused(argv: list[str], message: str) -> None:

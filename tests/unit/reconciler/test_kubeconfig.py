@@ -1,0 +1,96 @@
+"""Our kubeconfig reader: the forms a controller meets, read without kubernetes-asyncio's 60 MiB loader."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reconciler.runtime.kubeconfig import ClientConfig, KubeconfigError, load_kubeconfig, needs_plugin
+
+CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def kubeconfig(tmp_path: Path, cluster: dict[str, Any], user: dict[str, Any] | None = None,
+               current: str = "c") -> Path:
+    document = {"apiVersion": "v1", "kind": "Config", "current-context": current,
+                "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                "clusters": [{"name": "k", "cluster": cluster}], "users": [{"name": "u", "user": user or {}}]}
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_inline_certificates_and_ca(tmp_path: Path) -> None:
+    path = kubeconfig(tmp_path, {"server": "https://127.0.0.1:6443/", "certificate-authority-data": b64(CA)},
+                      {"client-certificate-data": b64("CERT"), "client-key-data": b64("KEY")})
+    config = load_kubeconfig(path)
+    assert (config.host, config.ca_data, config.ssl_ca_cert, config.verify_ssl) == (
+        "https://127.0.0.1:6443", CA, None, True)
+    assert config.cert_file is not None
+    assert config.key_file is not None
+    assert Path(config.cert_file).read_text() == "CERT"
+    assert Path(config.key_file).read_text() == "KEY"
+    assert Path(config.key_file).stat().st_mode & 0o077 == 0
+
+
+def test_files_relative_to_the_kubeconfig_and_a_token(tmp_path: Path) -> None:
+    (tmp_path / "ca.crt").write_text(CA)
+    path = kubeconfig(tmp_path, {"server": "https://h:1", "certificate-authority": "ca.crt",
+                                 "insecure-skip-tls-verify": True}, {"token": "abc"})
+    config = load_kubeconfig(path)
+    assert config == ClientConfig("https://h:1", ssl_ca_cert=str(tmp_path / "ca.crt"), verify_ssl=False, token="abc")
+
+
+async def test_a_token_file_is_read_again(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("one\n")
+    config = load_kubeconfig(kubeconfig(tmp_path, {"server": "https://h:1"}, {"tokenFile": str(token)}))
+    assert await config.auth_settings() == {"BearerToken": {"value": "Bearer one"}}
+    token.write_text("two\n")
+    config._read_at -= 61  # a minute later
+    assert await config.auth_settings() == {"BearerToken": {"value": "Bearer two"}}
+
+
+@pytest.mark.parametrize(("cluster", "user", "current", "message"), [
+    pytest.param({"server": "https://h:1"}, {}, "", "it names no current-context", id="no current context"),
+    pytest.param({"server": "https://h:1"}, {}, "other", "no context named 'other'", id="unknown context"),
+    pytest.param({}, {}, "c", "the current context's cluster has no server", id="no server"),
+    pytest.param({"server": "https://h:1", "certificate-authority": "missing.crt"}, {}, "c",
+                 "certificate-authority {dir}/missing.crt: no such file", id="missing CA file"),
+    pytest.param({"server": "https://h:1", "certificate-authority-data": "not base64!"}, {}, "c",
+                 "certificate-authority-data is not base64", id="bad base64"),
+    pytest.param({"server": "https://h:1"}, {"client-certificate-data": b64("C")}, "c",
+                 "a client certificate needs both a certificate and a key", id="certificate without key"),
+])
+def test_unusable_kubeconfigs(tmp_path: Path, cluster: dict[str, Any], user: dict[str, Any], current: str,
+                              message: str) -> None:
+    with pytest.raises(KubeconfigError) as raised:
+        load_kubeconfig(kubeconfig(tmp_path, cluster, user, current))
+    assert str(raised.value) == message.format(dir=tmp_path)
+
+
+def test_credential_plugins_are_left_to_kubernetes_asyncio(tmp_path: Path) -> None:
+    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "get-token"}}
+    assert needs_plugin(kubeconfig(tmp_path, {"server": "https://h:1"}, exec_user))
+    assert not needs_plugin(kubeconfig(tmp_path, {"server": "https://h:1"}, {"token": "t"}))
+
+
+def test_the_reconciler_never_imports_kubernetes_asyncio_for_a_plain_kubeconfig(tmp_path: Path) -> None:
+    path = kubeconfig(tmp_path, {"server": "https://127.0.0.1:1"}, {"token": "t"})
+    code = ("import asyncio, sys\n"
+            "from reconciler.runtime.client import load_configuration\n"
+            f"asyncio.run(load_configuration({str(path)!r}))\n"
+            "import reconciler.__main__\n"
+            "print(sorted(m for m in sys.modules if m.startswith('kubernetes_asyncio')))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.strip() == "[]"

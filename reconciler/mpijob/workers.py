@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import TypeVar
 
 from reconciler.mpijob import builders
@@ -35,9 +36,9 @@ def owned_workers(ctx: JobContext) -> list[JSONDict]:
     return [p for p in ctx.caches.pods.select(ctx.namespace, selector) if is_controlled_by(p, ctx.uid)]
 
 
-async def _all_or_nothing(ctx: JobContext, calls: Iterable[Callable[[], Awaitable[T]]]) -> list[T]:
-    """Run the calls concurrently, at most ``max_concurrent_writes`` at once; the first failure cancels the
-    others and is raised (not wrapped in an ExceptionGroup)."""
+async def _concurrently(ctx: JobContext, calls: Iterable[Callable[[], Awaitable[T]]]) -> list[T]:
+    """The results of the calls, run at most ``max_concurrent_writes`` at once; the first failure cancels the
+    calls still in flight and is raised itself (not wrapped in an ExceptionGroup)."""
     gate = asyncio.Semaphore(ctx.settings.max_concurrent_writes)
 
     async def one(call: Callable[[], Awaitable[T]]) -> T:
@@ -71,15 +72,11 @@ async def _delete(ctx: JobContext, pod: JSONDict) -> None:
     ctx.expectations.deletions.add(ctx.namespace, name)
 
 
-def _deleting(ctx: JobContext, pod: JSONDict) -> Callable[[], Awaitable[None]]:
-    return lambda: _delete(ctx, pod)
-
-
 async def scale_down(ctx: JobContext) -> None:
     """Delete owned workers whose index is at or beyond the replica count, highest index first."""
     extra = [(index, p) for p in owned_workers(ctx) if (index := worker_index(ctx.name, meta(p)["name"])) is not None
              and index >= ctx.worker_replicas and _deletable(ctx, p)]
-    await _all_or_nothing(ctx, (_deleting(ctx, p) for _, p in sorted(extra, key=lambda item: -item[0])))
+    await _concurrently(ctx, (partial(_delete, ctx, p) for _, p in sorted(extra, key=lambda item: -item[0])))
 
 
 async def _create(ctx: JobContext, index: int) -> JSONDict:
@@ -117,16 +114,12 @@ async def ensure_workers(ctx: JobContext) -> list[JSONDict]:
     found, missing = _existing_workers(ctx)
     await scale_down(ctx)
     try:
-        created = await _all_or_nothing(ctx, (_creating(ctx, index) for index in missing))
+        created = await _concurrently(ctx, (partial(_create, ctx, index) for index in missing))
     except ApiError as error:
         await ctx.event(Event("Warning", c.REASON_FAILED, f"worker pod created failed: {error}"))
         raise
     found.update(zip(missing, created, strict=True))
     return [found[index] for index in range(ctx.worker_replicas)]
-
-
-def _creating(ctx: JobContext, index: int) -> Callable[[], Awaitable[JSONDict]]:
-    return lambda: _create(ctx, index)
 
 
 def all_ready(pods: list[JSONDict]) -> bool:
@@ -145,4 +138,4 @@ async def clean_up(ctx: JobContext) -> None:
             continue
         doomed.append(pod)
     doomed.sort(key=lambda p: worker_index(ctx.name, meta(p)["name"]) or 0)
-    await _all_or_nothing(ctx, (_deleting(ctx, p) for p in doomed))
+    await _concurrently(ctx, (partial(_delete, ctx, p) for p in doomed))

@@ -173,7 +173,7 @@ def _managed_by(cached: JSONDict) -> str | None:
     spec = cached.get("spec")
     run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
     value = run_policy.get("managedBy") if isinstance(run_policy, dict) else None
-    return str(value) if value is not None else None
+    return value if isinstance(value, str) else None  # another type is a validation error
 
 
 def _validation_event(errors: list[FieldError]) -> Event:

@@ -82,6 +82,8 @@ async def test_a_conflict_is_retried_with_a_growing_backoff() -> None:
                  'spec.slotsPerWorker: Invalid value: "two": must be of type integer', id="string for an integer"),
     pytest.param({"runPolicy": "All"}, 'spec.runPolicy: Invalid value: "All": must be of type object',
                  id="string for an object"),
+    pytest.param({"runPolicy": {"managedBy": 5}}, "spec.runPolicy.managedBy: Invalid value: 5: must be of type string",
+                 id="number for managedBy"),
 ])
 async def test_an_object_the_model_cannot_parse_is_a_validation_event(spec_change: dict[str, str],
                                                                       message: str) -> None:

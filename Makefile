@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 CLUSTER_DIR := .cluster
 
 .DEFAULT_GOAL := help
-.PHONY: help venv testbin lint unit integration test faults demo cluster-up cluster-down crd bench-webhook bench-admission bench-reconciler clean
+.PHONY: help venv testbin lint unit integration test faults demo cluster-up cluster-down crd bench-webhook bench-admission bench-reconciler bench-peer clean
 
 help:
 	@echo "make demo          set everything up, start a local control plane and the operator, run the examples"
@@ -20,6 +20,7 @@ help:
 	@echo "make crd           regenerate deploy/crds/kubeflow.org_mpijobs.yaml"
 	@echo "make bench-webhook webhook server benchmark (B2); make bench-admission: through the API server (B0/B1)"
 	@echo "make bench-reconciler  pod-create ceiling, time to all workers created, API writes per job (B0/B3/B5)"
+	@echo "make bench-peer    side by side with the upstream Go mpi-operator v0.8.2 (B3/B4/B5/B6; BENCH_PEER_ARGS=...)"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
@@ -72,6 +73,17 @@ bench-admission: $(STAMP) testbin
 
 bench-reconciler: $(STAMP) testbin
 	$(PY) -m hack.bench_reconciler
+
+# The peer benchmark: builds github.com/kubeflow/mpi-operator from the Go module proxy (cached beside the
+# control-plane binaries; benchmark only) and plots with matplotlib (the `bench` extra).
+BENCH_STAMP := $(VENV)/.installed-bench
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	@touch $@
+
+bench-peer: $(BENCH_STAMP) testbin
+	@bash hack/build-peer.sh >/dev/null
+	$(PY) -m hack.bench_peer $(BENCH_PEER_ARGS)
 
 clean:
 	rm -rf $(VENV) $(CLUSTER_DIR) .mypy_cache .ruff_cache .pytest_cache

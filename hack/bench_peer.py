@@ -1,0 +1,263 @@
+"""B3 + B4 + B5 + B6 side by side with the upstream Go operator (github.com/kubeflow/mpi-operator v0.8.2).
+
+``make bench-peer`` builds the Go operator from the Go module proxy (hack/build-peer.sh, cached by version,
+benchmark only), starts one local control plane (4 kwok nodes x 1000 pods, audit log on) and runs the Go
+operator and ``python -m reconciler`` alone in turn, interleaved (the order alternates each round), each at
+its defaults (no rate flags) and with raised limits (``--kube-api-qps=1000 --kube-api-burst=1000``):
+- B0: the raw pod-create ceiling C_max, once per round, no operator running (the floor W / C_max);
+- B3: POST to all W workers created and to the launcher Job created, W = 1, 64, 512, 1000;
+- B4: 200 MPIJobs of 4 workers submitted open loop at 10/s and 20/s: p50/p99 POST to launcher Job created,
+  and the highest of those rates sustained with p99 <= 2 s (raised limits only, by default: at 5 QPS the
+  Go operator needs ~400 s per rate);
+- B5: API writes of one W=64 job from creation to Succeeded to cleanup, from the audit log;
+- B6: RSS idle and with the largest B3 job live, CPU-seconds per 1000 pods created (hack/procstat.py).
+It prints the figures, keeps them as JSON (outside the checkout), writes the peer section of
+docs/benchmarks.md (ratio table with min/median/max) and PNG plots under docs/img/.
+``python -m hack.bench_peer --render RESULTS.json [...]`` redraws the section and plots from saved results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hack.apiload import ApiLoad
+from hack.bench_reconciler import pod_ceiling
+from hack.peer import measure, report
+from hack.peer.operators import (
+    LOCK_NAMESPACE,
+    SETTINGS,
+    GoOperator,
+    Operator,
+    OurOperator,
+    build_peer,
+    our_default_limits,
+)
+from hack.procstat import ProcessSample
+from tests.harness import LocalCluster, NodePool
+from tests.harness.audit import audit_flags
+from tests.operator_processes import REPO_ROOT
+
+CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
+DOCS = REPO_ROOT / "docs"
+IMG = DOCS / "img"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mpijob-operator" / "bench-peer"
+NODES, PODS_PER_NODE = 4, 1000
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sizes", type=ints, default=[1, 64, 512, 1000], help="B3 worker counts")
+    parser.add_argument("--default-sizes", type=ints, default=None,
+                        help="B3 worker counts at defaults, if not --sizes (the Go operator needs ~200 s at W=1000)")
+    parser.add_argument("--settings", default="defaults,raised")
+    parser.add_argument("--operators", default="go,ours", help="which operators to run (develop with one)")
+    parser.add_argument("--b4-jobs", type=int, default=200)
+    parser.add_argument("--b4-workers", type=int, default=4)
+    parser.add_argument("--b4-rates", default="10,20")
+    parser.add_argument("--b4-settings", default="raised")
+    parser.add_argument("--b5-workers", type=int, default=64)
+    parser.add_argument("--skip", default="", help="comma-separated: b0,b3,b4,b5")
+    parser.add_argument("--idle-seconds", type=float, default=10.0, help="idle period before the idle RSS sample")
+    parser.add_argument("--peer-version", default="v0.8.2")
+    parser.add_argument("--results", type=Path, default=None, help="JSON results file (default: in the cache)")
+    parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/ alone")
+    parser.add_argument("--img-dir", type=Path, default=IMG)
+    parser.add_argument("--note", action="append", default=[], help="a note printed under the section")
+    parser.add_argument("--render", type=Path, nargs="+", default=None,
+                        help="no measurement: redraw the docs section and plots from these results files")
+    return parser.parse_args(argv)
+
+
+def new_results(args: argparse.Namespace) -> dict[str, Any]:
+    settings = [s for s in args.settings.split(",") if s]
+    qps, burst = our_default_limits()
+    sizes = {s: (args.default_sizes if s == "defaults" and args.default_sizes else args.sizes) for s in settings}
+    skip = set(args.skip.split(","))
+    return {
+        "meta": {
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "rounds": args.rounds,
+            "settings": settings, "sizes": {s: [] if "b3" in skip else sizes[s] for s in settings},
+            "b4_rates": [] if "b4" in skip else [float(r) for r in args.b4_rates.split(",") if r],
+            "b4_settings": [s for s in args.b4_settings.split(",") if s], "b4_jobs": args.b4_jobs,
+            "b4_workers": args.b4_workers, "b5_workers": args.b5_workers, "peer_version": args.peer_version,
+            "nodes": NODES, "pods_per_node": PODS_PER_NODE, "our_default_qps": qps, "our_default_burst": burst,
+            "flags": {s: {"go": " ".join(SETTINGS[s].flags), "ours": " ".join(SETTINGS[s].flags)} for s in settings},
+            "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
+            "argv": sys.argv[1:], "notes": list(args.note),
+        },
+        "b0": [], "runs": [],
+    }
+
+
+def save(results: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(results, indent=1))
+    tmp.replace(path)
+
+
+async def run_operator(load: ApiLoad, cluster: LocalCluster, operator: Operator, setting: str, round_: int,
+                       args: argparse.Namespace, results: dict[str, Any], audit_log: Path) -> dict[str, Any]:
+    meta = results["meta"]
+    tag = f"{operator.kind}-{setting[:3]}-r{round_}"
+    run: dict[str, Any] = {"operator": operator.kind, "setting": setting, "round": round_,
+                           "argv": [Path(operator.argv[0]).name, *operator.argv[1:]]}
+    run["argv"] = [a for a in run["argv"] if not a.startswith(("-kubeConfig", "--kubeConfig"))]
+    say(f"== round {round_}: {report.NAMES[operator.kind]}, {setting}")
+    began = time.perf_counter()
+    operator.start()
+    try:
+        run["first_job_seconds"] = await measure.warm_up(load, f"warm-{tag}", operator.pid, operator.alive, 120)
+        say(f"  first launcher Job {run['first_job_seconds']:.2f} s after exec")
+        await asyncio.sleep(args.idle_seconds)  # the benchmark's idle period
+        idle = ProcessSample.of(operator.pid)
+        run["idle_rss_kb"] = idle.rss_kb
+        say(f"  idle RSS {idle.rss_kb / 1024:.1f} MiB")
+        run["b3"] = []
+        for workers in meta["sizes"][setting]:
+            timeout = 60 + workers * (0.5 if setting == "defaults" else 0.2)
+            m = await measure.one_job(load, f"b3-{tag}-w{workers}", workers, operator.pid, timeout)
+            run["b3"].append(m)
+            say(f"  B3 W={workers}: all workers {m['ttac']:.3f} s, launcher {m['launcher']:.3f} s, "
+                f"CPU {m['cpu']:.2f} s, RSS {m['rss_kb'] / 1024:.1f} MiB")
+        run["b4"] = []
+        if setting in meta["b4_settings"]:
+            for rate in meta["b4_rates"]:
+                m = await measure.many_jobs(load, f"b4-{tag}-q{rate:g}", args.b4_jobs, args.b4_workers, rate,
+                                            limit=120 + args.b4_jobs * 2)
+                run["b4"].append(m)
+                lat = m["latencies"]
+                p50, p99 = (report.pct(lat, 50), report.pct(lat, 99)) if lat else (float("nan"), float("nan"))
+                say(f"  B4 {args.b4_jobs} jobs at {rate:g}/s: p50 {p50:.3f} s, p99 {p99:.3f} s, "
+                    f"{len(lat)} launchers in {m['span']:.1f} s, {m['missing']} missing, {m['errors']} POST errors")
+        if "b5" not in args.skip.split(","):
+            m = await measure.writes_of_one_job(load, f"b5-{tag}", args.b5_workers, audit_log, limit=600)
+            run["b5"] = m
+            say(f"  B5 W={args.b5_workers}: {sum(m['writes'].values())} writes {m['writes']} by {m['user_agents']}")
+        end = ProcessSample.of(operator.pid)
+        run.update(end_rss_kb=end.rss_kb, peak_rss_kb=end.peak_rss_kb, cpu_total=end.cpu_seconds,
+                   wall=time.perf_counter() - began)
+    except BaseException:
+        say(f"  {operator.name} log tail:\n{operator.tail()}")
+        raise
+    finally:
+        operator.stop()
+        # The next operator must not wait out this one's Lease (15 s): remove it.
+        await load.request("DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{LOCK_NAMESPACE}/leases")
+    return run
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def measure_all(args: argparse.Namespace, results: dict[str, Any], results_path: Path) -> None:
+    binary = build_peer(args.peer_version) if "go" in args.operators else None
+    kinds = [k for k in args.operators.split(",") if k]
+    with tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp_name:
+        tmp = Path(tmp_name)
+        flags, audit_log = audit_flags(tmp / "audit")
+        flags = [f.replace("--audit-log-mode=blocking", "--audit-log-mode=batch") for f in flags]
+        with LocalCluster(nodes=NodePool(count=NODES, pods=str(PODS_PER_NODE)), crds=[CRD], apiserver_flags=flags,
+                          verbose=False) as cluster:
+            results["meta"]["machine"] += f", control plane {cluster.bin_dir.parent.name}"
+
+            async def everything() -> None:
+                async with ApiLoad(cluster.server, cluster.ca_file, cluster.admin_cert, cluster.admin_key) as load:
+                    await measure.create_namespace(load, LOCK_NAMESPACE)
+                    for round_ in range(args.rounds):
+                        if "b0" not in args.skip.split(","):
+                            rate = await pod_ceiling(load)
+                            results["b0"].append({"round": round_, "rate": rate})
+                        order = kinds if round_ % 2 == 0 else kinds[::-1]
+                        for kind in order:
+                            for setting in results["meta"]["settings"]:
+                                tag = f"{setting}-r{round_}"
+                                operator: Operator = (GoOperator(binary, cluster, tmp, SETTINGS[setting], tag)
+                                                      if kind == "go" and binary else
+                                                      OurOperator(cluster, tmp, SETTINGS[setting], tag))
+                                run = await run_operator(load, cluster, operator, setting, round_, args, results,
+                                                         audit_log)
+                                results["runs"].append(run)
+                                save(results, results_path)
+
+            asyncio.run(everything())
+
+
+def merge(files: list[Path]) -> dict[str, Any]:
+    """Several results files as one: rounds renumbered so that each file's rounds pair among themselves."""
+    merged: dict[str, Any] | None = None
+    for index, path in enumerate(files):
+        data = json.loads(path.read_text())
+        for run in data["runs"]:
+            run["round"] += 100 * index
+        if merged is None:
+            merged = data
+            continue
+        meta = merged["meta"]
+        meta["rounds"] = f"{meta['rounds']}+{data['meta']['rounds']}"
+        for setting in data["meta"]["settings"]:
+            if setting not in meta["settings"]:
+                meta["settings"].append(setting)
+                meta["flags"][setting] = data["meta"]["flags"][setting]
+            meta["sizes"][setting] = sorted(set(meta["sizes"].get(setting, [])) | set(data["meta"]["sizes"][setting]))
+        meta["b4_rates"] = sorted(set(meta["b4_rates"]) | set(data["meta"]["b4_rates"]))
+        meta["b4_settings"] = sorted(set(meta["b4_settings"]) | set(data["meta"]["b4_settings"]))
+        meta["notes"] = [*meta.get("notes", []), *data["meta"].get("notes", [])]
+        merged["b0"].extend(data["b0"])
+        merged["runs"].extend(data["runs"])
+    assert merged is not None
+    return merged
+
+
+def render(results: dict[str, Any], args: argparse.Namespace, command: str) -> None:
+    print("\n" + report.table(results))
+    for line in report.floor_lines(results):
+        print(line)
+    if args.no_docs:
+        return
+    images = [report.plot_ttac(results, args.img_dir / "peer-b3-ttac.png")]
+    cdf = report.plot_b4(results, args.img_dir / "peer-b4-cdf.png")
+    if cdf is not None:
+        images.append(cdf)
+    text = report.section(results, [p.resolve() for p in images], DOCS.resolve(), command)
+    report.replace_section(DOCS / "benchmarks.md", text)
+    print(f"\nwrote the peer section of docs/benchmarks.md and {', '.join(p.name for p in images)}")
+
+
+def main() -> None:
+    args = parse_args()
+    if args.render:
+        results = merge(args.render)
+        results["meta"]["notes"] = [*results["meta"].get("notes", []), *args.note]
+        render(results, args, "python -m hack.bench_peer " + " ".join(results["meta"].get("argv", [])))
+        return
+    results = new_results(args)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    results_path = args.results or CACHE / f"results-{stamp}.json"
+    say(f"results: {results_path}")
+    try:
+        measure_all(args, results, results_path)
+    finally:
+        save(results, results_path)
+        say(f"results kept in {results_path}")
+    render(results, args, "python -m hack.bench_peer " + " ".join(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,361 @@
+"""Results of the peer benchmark -> ratio tables (Markdown), the docs/benchmarks.md section and PNG plots."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+SECTION_START = "<!-- bench-peer: start (written by hack/bench_peer.py; replaced on each run) -->"
+SECTION_END = "<!-- bench-peer: end -->"
+NAMES = {"go": "Go mpi-operator v0.8.2", "ours": "ours"}
+
+Run = dict[str, Any]
+
+
+def runs_of(results: dict[str, Any], kind: str, setting: str) -> list[Run]:
+    return [r for r in results["runs"] if r["operator"] == kind and r["setting"] == setting]
+
+
+def paired(results: dict[str, Any], setting: str) -> list[tuple[Run, Run]]:
+    """(Go run, our run) of the same round and setting."""
+    ours = {r["round"]: r for r in runs_of(results, "ours", setting)}
+    return [(go, ours[go["round"]]) for go in runs_of(results, "go", setting) if go["round"] in ours]
+
+
+def b3(run: Run, workers: int) -> dict[str, Any] | None:
+    return next((m for m in run.get("b3", []) if m["workers"] == workers), None)
+
+
+def b4(run: Run, rate: float) -> dict[str, Any] | None:
+    return next((m for m in run.get("b4", []) if m["rate"] == rate), None)
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def spread(values: list[float], digits: int = 2) -> str:
+    """``median (min-max)``."""
+    if not values:
+        return "-"
+    med = statistics.median(values)
+    if len(values) == 1:
+        return f"{med:.{digits}f}"
+    return f"{med:.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+def ratio_cells(values: list[float], digits: int = 2) -> str:
+    """``min | median | max`` cells."""
+    if not values:
+        return "- | - | -"
+    return " | ".join(f"{v:.{digits}f}" for v in (min(values), statistics.median(values), max(values)))
+
+
+def values(pairs: Iterable[tuple[Run, Run]], metric: Callable[[Run], float | None], side: int) -> list[float]:
+    out = []
+    for pair in pairs:
+        value = metric(pair[side])
+        if value is not None:
+            out.append(value)
+    return out
+
+
+def ratios(pairs: Iterable[tuple[Run, Run]], metric: Callable[[Run], float | None],
+           ours_over_go: bool = False) -> list[float]:
+    out = []
+    for go, ours in pairs:
+        a, b = metric(go), metric(ours)
+        if a is not None and b is not None and a > 0 and b > 0:
+            out.append(b / a if ours_over_go else a / b)
+    return out
+
+
+def sustained(run: Run, limit: float = 2.0) -> float | None:
+    """The highest B4 rate whose p99 POST-to-launcher stayed within ``limit`` seconds with every launcher
+    created (0 when none did); None without B4 figures."""
+    rows = run.get("b4", [])
+    if not rows:
+        return None
+    ok = [m["rate"] for m in rows if not m["missing"] and m["latencies"] and pct(m["latencies"], 99) <= limit]
+    return max(ok, default=0.0)
+
+
+def total_writes(run: Run) -> float | None:
+    writes = run.get("b5", {}).get("writes")
+    return float(sum(writes.values())) if writes else None
+
+
+def non_create_writes(run: Run) -> float | None:
+    writes = run.get("b5", {}).get("writes")
+    return float(sum(n for k, n in writes.items() if not k.startswith("create "))) if writes else None
+
+
+def cpu_per_1000(run: Run) -> float | None:
+    rows = run.get("b3", [])
+    if not rows:
+        return None
+    big = max(rows, key=lambda m: m["workers"])
+    return big["cpu"] / big["workers"] * 1000 if big["workers"] >= 64 else None
+
+
+def loaded_rss(run: Run) -> float | None:
+    rows = run.get("b3", [])
+    return max(rows, key=lambda m: m["workers"])["rss_kb"] / 1024 if rows else None
+
+
+def table(results: dict[str, Any]) -> str:
+    """The Markdown ratio table: one row per metric, Go and our medians (min-max), the ratio per round."""
+    meta = results["meta"]
+    lines = ["| benchmark | setting | metric | Go (median, min-max) | ours (median, min-max) | ratio | "
+             "min | median | max |", "|---|---|---|---|---|---|---|---|---|"]
+
+    def row(bench: str, setting: str, metric: str, fn: Callable[[Run], float | None], digits: int = 2,
+            ours_over_go: bool = False, ratio_digits: int = 2) -> None:
+        pairs = paired(results, setting)
+        if not pairs:
+            return
+        go_v, our_v = values(pairs, fn, 0), values(pairs, fn, 1)
+        if not go_v and not our_v:
+            return
+        label = "ours/Go" if ours_over_go else "Go/ours"
+        lines.append(f"| {bench} | {setting} | {metric} | {spread(go_v, digits)} | {spread(our_v, digits)} | "
+                     f"{label} | {ratio_cells(ratios(pairs, fn, ours_over_go), ratio_digits)} |")
+
+    for setting in meta["settings"]:
+        for workers in meta["sizes"][setting]:
+            row("B3", setting, f"POST to all {workers} workers created (s)", _b3_field(workers, "ttac"), 3)
+        for workers in meta["sizes"][setting]:
+            row("B3", setting, f"POST to launcher Job created, W={workers} (s)", _b3_field(workers, "launcher"), 3)
+    for setting in meta["settings"]:
+        for rate in meta["b4_rates"] if setting in meta["b4_settings"] else []:
+            row("B4", setting, f"p50 POST to launcher at {rate:g}/s (s)", _b4_pct(rate, 50), 3)
+            row("B4", setting, f"p99 POST to launcher at {rate:g}/s (s)", _b4_pct(rate, 99), 3)
+        if setting in meta["b4_settings"]:
+            row("B4", setting, "jobs/s sustained with p99 <= 2 s (of the rates run)", sustained, 1,
+                ours_over_go=True)
+    for setting in meta["settings"]:
+        row("B5", setting, f"API writes per job, W={meta['b5_workers']}", total_writes, 0, ours_over_go=True)
+        row("B5", setting, "non-create writes per job", non_create_writes, 0, ours_over_go=True)
+    for setting in meta["settings"]:
+        row("B6", setting, "RSS idle (MiB)", idle_rss, 1, ours_over_go=True)
+        row("B6", setting, "RSS with the largest B3 job live (MiB)", loaded_rss, 1, ours_over_go=True)
+        row("B6", setting, "CPU-s per 1,000 pods created (largest B3 job)", cpu_per_1000, 2, ours_over_go=True)
+    return "\n".join(lines)
+
+
+def _b3_field(workers: int, field: str) -> Callable[[Run], float | None]:
+    def metric(run: Run) -> float | None:
+        m = b3(run, workers)
+        return float(m[field]) if m else None
+
+    return metric
+
+
+def _b4_pct(rate: float, p: float) -> Callable[[Run], float | None]:
+    def metric(run: Run) -> float | None:
+        m = b4(run, rate)
+        if not m or not m["latencies"] or m["missing"]:
+            return None
+        return pct(m["latencies"], p)
+
+    return metric
+
+
+def idle_rss(run: Run) -> float | None:
+    return float(run["idle_rss_kb"]) / 1024 if "idle_rss_kb" in run else None
+
+
+def floor_lines(results: dict[str, Any]) -> list[str]:
+    """Our default-settings TTAC against the raw create floor W / C_max of the same run (B0)."""
+    ceilings = [c["rate"] for c in results.get("b0", [])]
+    if not ceilings:
+        return []
+    c_max = statistics.median(ceilings)
+    out = [f"B0 raw pod-create ceiling C_max: {spread(ceilings, 0)} creates/s (2,000 worker-shaped Pods, 32 in "
+           "flight, no operator running)."]
+    for setting in results["meta"]["settings"]:
+        for kind in ("ours", "go"):
+            runs = runs_of(results, kind, setting)
+            big = max(results["meta"]["sizes"][setting], default=0)
+            ttacs = [m["ttac"] for r in runs if (m := b3(r, big))]
+            if ttacs and big:
+                floor = big / c_max
+                out.append(f"{NAMES[kind]}, {setting}, W={big}: TTAC {spread(ttacs, 2)} s = "
+                           f"{statistics.median(ttacs) / floor:.2f}x the floor W/C_max = {floor:.2f} s.")
+    return out
+
+
+def b5_detail(results: dict[str, Any]) -> list[str]:
+    out = []
+    for setting in results["meta"]["settings"]:
+        for kind in ("go", "ours"):
+            runs = [r for r in runs_of(results, kind, setting) if r.get("b5")]
+            if not runs:
+                continue
+            writes = runs[-1]["b5"]["writes"]
+            detail = ", ".join(f"{k} {n}" for k, n in sorted(writes.items()))
+            agents = "; ".join(f"`{a}`" for a in runs[-1]["b5"]["user_agents"])
+            out.append(f"- {NAMES[kind]}, {setting}, round {runs[-1]['round']}: {detail} (user agents: {agents})")
+    return out
+
+
+def section(results: dict[str, Any], images: list[Path], docs_dir: Path, commands: str) -> str:
+    meta = results["meta"]
+    links = " ".join(f"![{p.stem}]({p.relative_to(docs_dir).as_posix()})" for p in images)
+    settings = "; ".join(f"{name}: Go `{meta['flags'][name]['go'] or '(no flags)'}`, ours "
+                         f"`{meta['flags'][name]['ours'] or '(no flags)'}`" for name in meta["settings"])
+    parts = [
+        SECTION_START,
+        "## Peer: the upstream Go mpi-operator v0.8.2 side by side (B3/B4/B5/B6)",
+        "",
+        f"`make bench-peer` (`{commands}`), {meta['date']}: github.com/kubeflow/mpi-operator "
+        f"{meta['peer_version']} built from the Go module proxy (`hack/build-peer.sh`, benchmark only) and "
+        f"`python -m reconciler` run alone in turn on one local control plane ({meta['nodes']} kwok nodes x "
+        f"{meta['pods_per_node']} pods, audit log on), interleaved (the order alternates each round), "
+        f"{meta['rounds']} round(s). Both cluster-wide with leader election on (Lease in `mpi-operator`), admin "
+        f"credentials. Settings: {settings}. Our client-side limit with no flags, read from reconciler/options.py "
+        f"at run time: {limits(meta)}; Go's: 5 QPS / 10 burst. "
+        f"Machine: {meta['machine']}.",
+        "",
+        "Ratio columns: Go/ours for times (above 1: we are faster), ours/Go for jobs/s (above 1: we sustain "
+        "more), writes, memory and CPU (below 1: we use less); min | median | max over the paired rounds.",
+        "",
+        table(results),
+        "",
+        *[f"- {line}" for line in floor_lines(results)],
+        "",
+        "B5 writes by verb and resource (last round), from the audit log, by user agent:",
+        "",
+        *b5_detail(results),
+        "",
+        "B4: 200 MPIJobs of 4 workers (numbers configurable) submitted open loop; latency = POST to the launcher "
+        "Job seen by a watch. B6: RSS 'idle' is after the warm-up job and the idle period; CPU-seconds are "
+        "the operator's user+system time from the POST until the largest B3 job's workers and launcher exist.",
+        "",
+        links,
+        "",
+        *[f"Note: {note}" for note in meta.get("notes", [])],
+        SECTION_END,
+    ]
+    return "\n".join(parts).replace("\n\n\n", "\n\n") + "\n"
+
+
+def limits(meta: dict[str, Any]) -> str:
+    if not meta["our_default_qps"]:
+        return "none (no client-side rate limit)"
+    return f"{meta['our_default_qps']:g} QPS / {meta['our_default_burst']} burst"
+
+
+def replace_section(doc: Path, text: str) -> None:
+    current = doc.read_text() if doc.exists() else "# Benchmarks\n"
+    if SECTION_START in current and SECTION_END in current:
+        head, rest = current.split(SECTION_START, 1)
+        tail = rest.split(SECTION_END, 1)[1].lstrip("\n")
+        new = head + text + ("\n" + tail if tail else "")
+    else:
+        new = current.rstrip("\n") + "\n\n" + text
+    doc.write_text(new)
+
+
+# ---- plots
+
+
+STYLE = {("go", "defaults"): ("tab:red", "o", "--"), ("go", "raised"): ("tab:red", "s", "-"),
+         ("ours", "defaults"): ("tab:blue", "o", "--"), ("ours", "raised"): ("tab:blue", "s", "-")}
+
+
+def plot_ttac(results: dict[str, Any], path: Path) -> Path:
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    from matplotlib import ticker  # noqa: PLC0415
+
+    meta = results["meta"]
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
+    for setting in meta["settings"]:
+        for kind in ("go", "ours"):
+            runs = runs_of(results, kind, setting)
+            xs, med, lo, hi = [], [], [], []
+            for workers in meta["sizes"][setting]:
+                t = [m["ttac"] for r in runs if (m := b3(r, workers))]
+                if t:
+                    xs.append(workers)
+                    med.append(statistics.median(t))
+                    lo.append(statistics.median(t) - min(t))
+                    hi.append(max(t) - statistics.median(t))
+            if not xs:
+                continue
+            color, marker, line = STYLE[(kind, setting)]
+            label = f"{NAMES[kind]}, {setting}" + (f" ({meta['flags'][setting]['ours']})" if setting == "raised"
+                                                   else "")
+            ax.errorbar(xs, med, yerr=[lo, hi], color=color, marker=marker, linestyle=line, capsize=3, label=label)
+            ax.annotate(f"{med[-1]:.2f} s", (xs[-1], med[-1]), textcoords="offset points", xytext=(6, -3),
+                        fontsize=8, color=color)
+    ceilings = [c["rate"] for c in results.get("b0", [])]
+    all_sizes = sorted({w for s in meta["settings"] for w in meta["sizes"][s]})
+    if ceilings and all_sizes:
+        c_max = statistics.median(ceilings)
+        ax.plot(all_sizes, [w / c_max for w in all_sizes], color="gray", linestyle=":",
+                label=f"raw create floor W / C_max (B0: {c_max:.0f} pods/s)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(all_sizes)
+    ax.set_xticklabels([str(w) for w in all_sizes])
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("workers W in one MPIJob")
+    ax.set_ylabel("seconds from POST to all W worker Pods created (log)")
+    ax.set_title(f"B3: time to all workers created, median and min-max of {meta['rounds']} round(s)\n"
+                 f"(lower is better; 2-core VM, {meta['nodes']} kwok nodes)", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_b4(results: dict[str, Any], path: Path) -> Path | None:
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    from matplotlib import ticker  # noqa: PLC0415
+
+    meta = results["meta"]
+    rates = meta["b4_rates"]
+    settings = [s for s in meta["settings"] if s in meta["b4_settings"]]
+    if not rates or not settings:
+        return None
+    fig, axes = plt.subplots(1, len(rates), figsize=(5 * len(rates), 4.5), dpi=110, squeeze=False)
+    for ax, rate in zip(axes[0], rates, strict=True):
+        for setting in settings:
+            for kind in ("go", "ours"):
+                pooled = sorted(x for r in runs_of(results, kind, setting) if (m := b4(r, rate))
+                                for x in m["latencies"])
+                if not pooled:
+                    continue
+                color, _, line = STYLE[(kind, setting)]
+                n = len(pooled)
+                ax.step(pooled, [(i + 1) / n for i in range(n)], where="post", color=color, linestyle=line,
+                        label=f"{NAMES[kind]}, {setting}: p50 {pct(pooled, 50):.2f} s, p99 {pct(pooled, 99):.2f} s")
+        ax.axvline(2.0, color="gray", linestyle=":", label="p99 target 2 s")
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_xlabel("seconds from POST to launcher Job created (log)")
+        ax.set_ylabel("fraction of jobs")
+        ax.set_title(f"B4: {meta['b4_jobs']} MPIJobs x {meta['b4_workers']} workers at {rate:g}/s "
+                     f"(all rounds pooled)", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

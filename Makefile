@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 CLUSTER_DIR := .cluster
 
 .DEFAULT_GOAL := help
-.PHONY: help venv testbin lint unit integration test faults demo cluster-up cluster-down crd bench-webhook bench-admission bench-reconciler bench-peer clean
+.PHONY: help venv testbin node-images e2e e2e-up e2e-down lint unit integration test faults demo cluster-up cluster-down crd bench-webhook bench-admission bench-reconciler bench-peer clean
 
 help:
 	@echo "make demo          set everything up, start a local control plane and the operator, run the examples"
@@ -17,6 +17,8 @@ help:
 	@echo "make faults        the full fault suite (tests marked faults), printing its figures (docs/reliability.md)"
 	@echo "make cluster-up    start the local control plane in the background (kubeconfig: $(CLUSTER_DIR)/kubeconfig)"
 	@echo "make cluster-down  stop it"
+	@echo "make e2e-up        a local control plane plus a real node (kubelet, containerd) running our images and operator"
+	@echo "make e2e-down      stop it; make e2e: the real-node end-to-end tests alone"
 	@echo "make crd           regenerate deploy/crds/kubeflow.org_mpijobs.yaml"
 	@echo "make bench-webhook webhook server benchmark (B2); make bench-admission: through the API server (B0/B1)"
 	@echo "make bench-reconciler  pod-create ceiling, time to all workers created, API writes per job (B0/B3/B5)"
@@ -34,6 +36,22 @@ venv: $(STAMP)
 testbin:
 	@bash hack/build-testbin.sh >/dev/null
 
+# The real node's binaries (kubelet, CoreDNS; containerd & co. from Debian) and the images it runs,
+# cached under ~/.cache/mpijob-operator; a no-op when cached. Needs Linux and root: skipped otherwise.
+node-images: testbin
+	@if [ "$$(uname -s)" = Linux ] && [ "$$(id -u)" = 0 ]; then \
+	  bash hack/build-node.sh >/dev/null && bash hack/build-images.sh >/dev/null; \
+	else echo "node-images: not Linux/root, the real-node tests (tests/e2e) will be skipped"; fi
+
+e2e: $(STAMP) node-images
+	$(VENV)/bin/pytest tests/e2e
+
+e2e-up: $(STAMP) node-images
+	$(PY) -m tests.harness.realnode up --dir $(CLUSTER_DIR)
+
+e2e-down: $(STAMP)
+	$(PY) -m tests.harness.realnode down --dir $(CLUSTER_DIR)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy .
@@ -45,7 +63,7 @@ unit: $(STAMP)
 integration: $(STAMP) testbin
 	$(VENV)/bin/pytest tests/integration
 
-test: $(STAMP) testbin lint
+test: $(STAMP) testbin node-images lint
 	$(VENV)/bin/pytest
 
 # The full fault suite: every test marked `faults` (a plain `pytest` leaves them out; `make test` runs

@@ -15,12 +15,13 @@ SRC="$HERE/images"
 OUT="${IMAGES_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/mpijob-operator/images}"
 SUITE="${DEBIAN_SUITE:-bookworm}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-IMPI_VERSION="${IMPI_VERSION:-2021.13.1}"
+IMPI_VERSION="${IMPI_VERSION:-2021.13.1}"  # the version upstream's image has; it bundles libfabric
 PAUSE_TAG="registry.k8s.io/pause:3.10"
 
 log() { printf '[build-images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-inputs_hash() { cat "$0" "$HERE/image_archive.py" "$SRC"/pi.c "$SRC"/entrypoint.sh "$SRC"/sshd_config "$@" \
-  | sha256sum | cut -c1-12; }
+inputs_hash() {  # the files an image is made of plus the text of its recipe ("$@"), not this whole script
+  { cat "$HERE/image_archive.py" "$SRC"/pi.c "$SRC"/entrypoint.sh "$SRC"/sshd_config; printf '%s\n' "$@"; } \
+    | sha256sum | cut -c1-12; }
 mkdir -p "$OUT"
 exec 9>"$OUT/.build.lock"
 flock -n 9 || { log "another build is running; waiting for it ..."; flock 9; }
@@ -33,13 +34,14 @@ pack() {  # pack LAYER OUT TAG [image_archive args...]
 }
 
 build_pause() {
-  local out="$OUT/pause-$(inputs_hash "$SRC/pause/main.go").tar"
+  local out="$OUT/pause-$(inputs_hash "$(cat "$SRC/pause/main.go")" "$PAUSE_TAG").tar"
   [[ -f "$out" ]] && return 0
   local work; work="$(mktemp -d)"
   mkdir -p "$work/root"
   (cd "$SRC/pause" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-buildvcs=false \
     go build -trimpath -ldflags "-s -w" -o "$work/root/pause" .)
   tar -C "$work/root" --owner=0 --group=0 -cf "$work/layer.tar" pause
+  rm -f "$OUT/pause-"*.tar
   pack "$work/layer.tar" "$out" "$PAUSE_TAG" --entrypoint /pause --user 65535:65535
   rm -rf "$work"
 }
@@ -65,27 +67,46 @@ BASE_PKGS="openssh-server,openssh-client,ca-certificates,procps,iproute2,dnsutil
 
 debian_image() {  # debian_image NAME PACKAGES DEV_PACKAGES COMPILE [EXTRA_HOOK...]
   local name=$1 pkgs=$2 dev=$3 compile=$4; shift 4
+  local hooks=() envs=()
+  while (( $# )); do
+    if [[ $1 == --env ]]; then envs+=(--env "$2"); shift 2; else hooks+=("$1"); shift; fi
+  done
   local tag="mpioperator/mpi-pi:$name"
-  local out="$OUT/mpi-pi-$name-$(inputs_hash <(echo "$pkgs $dev $compile $SUITE $IMPI_VERSION $*")).tar"
+  local out="$OUT/mpi-pi-$name-$(inputs_hash "$BASE_PKGS $pkgs $dev $compile $SUITE" "${BASE_HOOKS[@]}" \
+    "${FINAL_HOOKS[@]}" "${hooks[@]}" "${envs[@]}").tar"
   [[ -f "$out" ]] && return 0
+  [[ -z "${PREPARE:-}" ]] || "$PREPARE"
   command -v mmdebstrap >/dev/null || { log "error: mmdebstrap is missing (apt-get install mmdebstrap)"; exit 2; }
   local work; work="$(mktemp -d)"
   log "$tag: mmdebstrap $SUITE with $pkgs"
-  mmdebstrap --quiet --variant=apt --format=tar --include="$BASE_PKGS,$pkgs,$dev" "${BASE_HOOKS[@]}" "$@" \
+  mmdebstrap --quiet --variant=apt --format=tar --include="$BASE_PKGS${pkgs:+,$pkgs},$dev" "${BASE_HOOKS[@]}" "${hooks[@]}" \
     --customize-hook="chroot \"\$1\" sh -c '$compile -O2 -o /home/mpiuser/pi /tmp/pi.c'" \
     --customize-hook="chroot \"\$1\" apt-get purge -y -q --autoremove ${dev//,/ } >/dev/null" \
     "${FINAL_HOOKS[@]}" "$SUITE" "$work/layer.tar" "$MIRROR" >&2
+  # mmdebstrap empties /run at the end; root's sshd needs its privilege separation directory there
+  mkdir -p "$work/extra/run/sshd"
+  tar -C "$work/extra" --owner=0 --group=0 --mode=0755 -rf "$work/layer.tar" ./run/sshd
+  rm -f "$OUT/mpi-pi-$name-"*.tar  # earlier recipes' archives
   pack "$work/layer.tar" "$out" "$tag" --entrypoint /entrypoint.sh --workdir /home/mpiuser \
-    --env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    --env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "${envs[@]}"
   rm -rf "$work"
 }
 
 build_openmpi() { debian_image openmpi openmpi-bin libopenmpi-dev,gcc,libc6-dev mpicc; }
 build_mpich() { debian_image mpich mpich libmpich-dev,gcc,libc6-dev mpicc; }
-build_intel() {  # the wheels install under /usr/local (bin/mpiexec.hydra, lib/libmpi.so, include/mpi.h)
-  debian_image intel python3-pip gcc,libc6-dev \
-    "I_MPI_ROOT=/usr/local gcc -I/usr/local/include -L/usr/local/lib -Wl,-rpath,/usr/local/lib -lmpi" \
-    --customize-hook="chroot \"\$1\" pip install --quiet --break-system-packages --no-cache-dir --prefix /usr/local impi-rt==$IMPI_VERSION impi-devel==$IMPI_VERSION"
+IMPI_PREFIX="$OUT/.impi-$IMPI_VERSION"  # a fixed path: it is part of the intel recipe's text
+impi_wheels() {  # the wheels (impi-rt with its bundled libfabric, impi-devel), installed by pip on the host
+  rm -rf "$IMPI_PREFIX"
+  python3 -m pip install --quiet --disable-pip-version-check --no-compile --ignore-installed \
+    --no-warn-script-location --prefix "$IMPI_PREFIX" "impi-devel==$IMPI_VERSION" "impi-rt==$IMPI_VERSION" >&2
+  rm -rf "$IMPI_PREFIX/lib/python3"*
+}
+build_intel() {  # the prefix is copied to /usr/local: bin/mpirun (Hydra), lib/libmpi.so, include/mpi.h
+  PREPARE=impi_wheels debian_image intel "" gcc,libc6-dev "ldconfig; mpicc" \
+    --customize-hook="sync-in $IMPI_PREFIX /usr/local" \
+    --customize-hook='printf "/usr/local/lib\n/usr/local/lib/libfabric\n" > "$1/etc/ld.so.conf.d/impi.conf"' \
+    --env FI_PROVIDER_PATH=/usr/local/lib/libfabric/prov --env I_MPI_ROOT=/usr/local
+  rm -rf "$IMPI_PREFIX"
 }
 
 targets=("$@"); (( ${#targets[@]} )) || targets=(pause openmpi mpich intel)

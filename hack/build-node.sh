@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds what a real node next to the local control plane needs, into a version-keyed cache directory
 # outside the checkout (like build-testbin.sh): kubelet from the same recorded k8s.io/kubernetes module
-# as the control plane (hack/testbin/k8s), CoreDNS from the Go module proxy, and the pause binary of the
-# pod sandbox image (hack/images/pause). A second run with the binaries present does no work.
+# as the control plane (hack/testbin/k8s) and CoreDNS from the Go module proxy (the pod sandbox image is
+# made by build-images.sh). A second run with the binaries present does no work.
 # The container runtime comes from Debian packages (containerd, runc, containernetworking-plugins),
 # installed here when missing and we are root.
 # Prints the bin directory as the last line of stdout; progress goes to stderr.
@@ -33,7 +33,7 @@ if [[ -n "$(missing_debs)" ]]; then
   (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(missing_debs)) >&2
 fi
 
-have_all() { for b in kubelet coredns pause; do [[ -x "$BIN/$b" ]] || return 1; done; }
+have_all() { for b in kubelet coredns; do [[ -x "$BIN/$b" ]] || return 1; done; }
 if have_all; then echo "$BIN"; exit 0; fi
 mkdir -p "$OUT"
 exec 9>"$OUT/.build.lock"
@@ -57,9 +57,6 @@ if ! [[ -x "$BIN/kubelet" ]]; then
 fi
 if ! [[ -x "$BIN/coredns" ]]; then
   GOBIN="$BIN" timed coredns go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
-fi
-if ! [[ -x "$BIN/pause" ]]; then
-  (cd "$HERE/images/pause" && timed pause go build -trimpath -ldflags "-s -w" -o "$BIN/pause" .)
 fi
 have_all || { log "error: some binaries are missing from $BIN"; exit 4; }
 log "$("$BIN/kubelet" --version 2>&1 | head -1); $("$BIN/coredns" -version 2>&1 | head -1)"

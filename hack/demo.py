@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from hack import demo_real
 from tests.harness import LocalCluster
 from tests.harness.wait import wait_for
 from tests.operator_processes import REPO_ROOT, OperatorReconciler, OperatorWebhook
@@ -71,6 +72,7 @@ def show_results(cluster: LocalCluster) -> None:
 
 
 def main() -> int:
+    demo_real.run()  # real MPI on a real node when the machine allows it; says why not otherwise
     say("starting the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)")
     with tempfile.TemporaryDirectory(prefix="mpijob-demo-") as tmp, LocalCluster(nodes=3, crds=[CRD]) as cluster:
         webhook = OperatorWebhook(cluster, Path(tmp))

@@ -83,7 +83,7 @@ def _run_build(script: Path, *args: str) -> Path:
 
 
 def node_bin_dir() -> Path:
-    """kubelet, coredns and pause, built (once, cached) by hack/build-node.sh."""
+    """kubelet and coredns, built (once, cached) by hack/build-node.sh."""
     return _run_build(NODE_BUILD_SCRIPT)
 
 
@@ -336,7 +336,7 @@ class RealNodeCluster(LocalCluster):
 
     # ---- containerd
     def _ctr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return _sh("ctr", f"--address={self.node_paths.socket}", "-n", K8S_NAMESPACE, *args, check=check)
+        return ctr(self.node_paths.socket, *args, check=check)
 
     def _start_containerd(self) -> None:
         paths = self.node_paths
@@ -378,27 +378,7 @@ class RealNodeCluster(LocalCluster):
             self._log(f"imported {archive.name} in {time.monotonic() - began:.1f}s")
 
     def _remove_containers(self) -> None:
-        """Kill and remove every task and container in the k8s.io namespace (all ours), and the network
-        namespaces of their sandboxes."""
-        netns = set()
-        for cid in self._ctr("containers", "ls", "-q", check=False).stdout.split():
-            info = self._ctr("containers", "info", cid, check=False).stdout
-            with contextlib.suppress(json.JSONDecodeError, KeyError, TypeError):
-                for ns in json.loads(info)["Spec"]["linux"]["namespaces"]:
-                    if ns.get("type") == "network" and ns.get("path"):
-                        netns.add(ns["path"])
-            self._ctr("tasks", "kill", "-s", "SIGKILL", cid, check=False)
-        deadline = time.monotonic() + 10
-        for cid in self._ctr("containers", "ls", "-q", check=False).stdout.split():
-            while self._ctr("tasks", "delete", "-f", cid, check=False).returncode != 0 and time.monotonic() < deadline:
-                if "not found" in self._ctr("tasks", "ps", cid, check=False).stderr:
-                    break
-                time.sleep(0.2)
-            self._ctr("containers", "delete", cid, check=False)
-        for path in netns:
-            _sh("umount", path, check=False)
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        remove_containers(self.node_paths.socket)
 
     # ---- CoreDNS and the kubelet
     def _start_coredns(self, node_bin: Path) -> None:
@@ -563,3 +543,111 @@ def kill_shims(socket: Path) -> None:
         if _is_our_shim(pid, socket):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)
+
+
+def ctr(socket: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return _sh("ctr", f"--address={socket}", "-n", K8S_NAMESPACE, *args, check=check)
+
+
+def remove_containers(socket: Path) -> None:
+    """Kill and remove every task and container in containerd's k8s.io namespace (all ours: the root is
+    this harness's own), and the network namespaces of their sandboxes."""
+    netns = set()
+    for cid in ctr(socket, "containers", "ls", "-q", check=False).stdout.split():
+        info = ctr(socket, "containers", "info", cid, check=False).stdout
+        with contextlib.suppress(json.JSONDecodeError, KeyError, TypeError):
+            for ns in json.loads(info)["Spec"]["linux"]["namespaces"]:
+                if ns.get("type") == "network" and ns.get("path"):
+                    netns.add(ns["path"])
+        ctr(socket, "tasks", "kill", "-s", "SIGKILL", cid, check=False)
+    deadline = time.monotonic() + 10
+    for cid in ctr(socket, "containers", "ls", "-q", check=False).stdout.split():
+        while ctr(socket, "tasks", "delete", "-f", cid, check=False).returncode != 0 and time.monotonic() < deadline:
+            if "not found" in ctr(socket, "tasks", "ps", cid, check=False).stderr:
+                break
+            time.sleep(0.2)
+        ctr(socket, "containers", "delete", cid, check=False)
+    for path in netns:
+        _sh("umount", path, check=False)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+# ---- command line: `make e2e-up` / `make e2e-down`
+def _up(work_dir: Path) -> int:
+    from tests.operator_processes import OperatorReconciler, OperatorWebhook  # noqa: PLC0415
+
+    from .workdir import read_state, write_state  # noqa: PLC0415
+
+    state = read_state(work_dir)
+    if state and any(processes.is_running(r) for r in (processes.ProcessRecord.from_json(x)
+                                                         for x in state.get("processes", []))):
+        print(f"already running ({work_dir}); `make e2e-down` first", file=sys.stderr)
+        return 1
+    crd = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
+    cluster = RealNodeCluster(work_dir, images=image_archives(), crds=[crd], detach=True,
+                              keep_logs=work_dir / "logs")
+    cluster.start()
+    try:
+        operator_dir = work_dir / "operator"
+        webhook, reconciler = OperatorWebhook(cluster, operator_dir), OperatorReconciler(cluster, operator_dir)
+        for component in (webhook, reconciler):
+            component.start()
+            component.wait_ready()
+        webhook.register()
+    except BaseException:
+        cluster.stop()
+        raise
+    state = cluster.state()
+    for component in (webhook, reconciler):
+        assert component.process is not None
+        pid = component.process.pid
+        state["processes"].append(processes.ProcessRecord(
+            name=component.name, pid=pid, start_ticks=processes.proc_start_ticks(pid), argv=component.argv,
+            log=str(component.log)).to_json())
+    state["real_node"] = {"dir": str(cluster.node_paths.dir), "socket": str(cluster.node_paths.socket)}
+    write_state(work_dir, state)
+    print(f"control plane and real node up in {cluster.timings['total']:.1f}s; operator running")
+    print(f"export KUBECONFIG={cluster.kubeconfig}")
+    return 0
+
+
+def _down(work_dir: Path) -> int:
+    from .workdir import read_state, remove_runtime_data  # noqa: PLC0415
+
+    state = read_state(work_dir) or {}
+    node = state.get("real_node", {})
+    stopped = 0
+    for record in reversed([processes.ProcessRecord.from_json(r) for r in state.get("processes", [])]):
+        if record.name == "containerd" and node and processes.is_running(record):
+            remove_containers(Path(node["socket"]))
+        if processes.is_running(record):
+            processes.Process(record).stop()
+            stopped += 1
+    if node:
+        kill_shims(Path(node["socket"]))
+        unmount_under(Path(node["dir"]), CONTAINERD_ROOT)
+        shutil.rmtree(node["dir"], ignore_errors=True)
+    teardown_network()
+    remove_kubepods_cgroups()
+    if work_dir.is_dir():
+        shutil.rmtree(work_dir / "operator", ignore_errors=True)
+        remove_runtime_data(work_dir, owned=False, keep_logs=work_dir / "logs")
+    print(f"stopped {stopped} processes; removed the node's mounts, bridge and state")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(prog="python -m tests.harness.realnode",
+                                     description="a local control plane plus a real node, in the background")
+    parser.add_argument("command", choices=["up", "down"])
+    parser.add_argument("--dir", default=".cluster")
+    args = parser.parse_args(argv)
+    work_dir = Path(args.dir).resolve()
+    return _up(work_dir) if args.command == "up" else _down(work_dir)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,74 @@
+"""End-to-end tests on a real node: MPI jobs whose pods really run (tests/harness/realnode.py).
+
+One cluster for the package (started at the first e2e test, stopped after the last one, so that it
+does not overlap the integration suite's session cluster): control plane, the real node with our
+images imported, our webhook and reconciler. Needs Linux and root; elsewhere every test is skipped
+with the reason. The binaries and images are built (once, cached) by `make node-images`, which
+`make test` runs first; the fixture builds them too when called alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness import HarnessError
+from tests.harness.binaries import find_bin_dir
+from tests.harness.realnode import RealNodeCluster, image_archives, node_bin_dir, unavailable
+from tests.operator_processes import OperatorReconciler, OperatorWebhook
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MPIJOB_CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.timeout(600))
+
+
+@pytest.fixture(scope="package")
+def real_cluster(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodeCluster]:
+    """The control plane plus the real node, with our webhook (registered as shipped) and reconciler."""
+    reason = unavailable()
+    if reason:
+        pytest.skip(f"no real node here: {reason}")
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    logs = os.environ.get("MPIJOB_CLUSTER_LOGS")
+    try:
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            bin_dir, node_bin, images = find_bin_dir(), node_bin_dir(), image_archives()
+        cluster = RealNodeCluster(bin_dir=bin_dir, node_bin_dir=node_bin, images=images, crds=[MPIJOB_CRD],
+                                  keep_logs=Path(logs) / "e2e" if logs else None)
+        cluster.start()
+    except HarnessError as err:
+        pytest.fail(f"the real-node cluster did not start: {err}", pytrace=False)
+    work = tmp_path_factory.mktemp("e2e-operator")
+    webhook, reconciler = OperatorWebhook(cluster, work), OperatorReconciler(cluster, work)
+    try:
+        webhook.start()
+        webhook.wait_ready()
+        webhook.register()
+        reconciler.start()
+        reconciler.wait_ready()
+        yield cluster
+    finally:
+        reconciler.stop()
+        webhook.stop()
+        cluster.stop()
+
+
+@pytest.fixture
+def namespace(real_cluster: RealNodeCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = f"e2e-{request.node.name.lower().replace('_', '-')[:40].strip('-')}-{uuid.uuid4().hex[:5]}"
+    name = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in name)
+    real_cluster.kubectl("create", "namespace", name, check=True)
+    yield name
+    real_cluster.kubectl("delete", "namespace", name, "--wait=false")

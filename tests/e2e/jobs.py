@@ -1,0 +1,115 @@
+"""MPIJobs for the real node: upstream's pi examples, adapted only where this node needs it, and the
+waits and log checks the end-to-end tests share."""
+
+from __future__ import annotations
+
+import copy
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.harness import LocalCluster
+from tests.harness.wait import HarnessError, wait_for
+
+UPSTREAM = Path(__file__).resolve().parent / "upstream"
+EXAMPLES = {"openmpi": "pi.yaml", "intel": "pi-intel.yaml", "mpich": "pi-mpich.yaml"}
+CPU_LIMIT = "500m"  # upstream asks 1 CPU per pod: 3 pods do not fit the node's 2 CPUs
+MPIJOBS = "/apis/kubeflow.org/v2beta1/namespaces/{ns}/mpijobs"
+PI_LINE = re.compile(r"pi is approximately (3\.1\d+)")
+RANK_LINE = re.compile(r"Rank (\d+) on host (\S+)")
+
+JSON = dict[str, Any]
+
+
+def _containers(job: JSON) -> list[JSON]:
+    return [c for spec in job["spec"]["mpiReplicaSpecs"].values() for c in spec["template"]["spec"]["containers"]]
+
+
+def upstream_pi(mpi: str, name: str, *, root: bool = False) -> JSON:
+    """Upstream's pi example for `mpi` (openmpi, intel, mpich), named `name`, with lower CPU limits and
+    images used as present on the node (upstream's `imagePullPolicy: Always` needs a registry).
+    `root` turns it into the root variant: no runAsUser, the default sshAuthMountPath (/root/.ssh),
+    workers running `/usr/sbin/sshd -De`, Open MPI's mpirun allowed to run as root."""
+    job: JSON = yaml.safe_load((UPSTREAM / EXAMPLES[mpi]).read_text())
+    job["metadata"]["name"] = name
+    job["spec"].setdefault("runPolicy", {}).pop("ttlSecondsAfterFinished", None)
+    for container in _containers(job):
+        container["resources"]["limits"]["cpu"] = CPU_LIMIT
+        container["imagePullPolicy"] = "IfNotPresent"
+    if root:
+        job["spec"].pop("sshAuthMountPath", None)
+        for replica, spec in job["spec"]["mpiReplicaSpecs"].items():
+            container = spec["template"]["spec"]["containers"][0]
+            container.pop("securityContext", None)
+            if replica == "Worker":
+                container["command"] = ["/usr/sbin/sshd"] if container.get("command") else None
+                container["args"] = ["-De"] if container["command"] else ["/usr/sbin/sshd", "-De"]
+            elif mpi == "openmpi":
+                container["args"] = ["--allow-run-as-root", *container["args"]]
+    return job
+
+
+def apply(cluster: LocalCluster, namespace: str, job: JSON) -> None:
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(job), check=True)
+
+
+def get_job(cluster: LocalCluster, namespace: str, name: str) -> JSON:
+    return cluster.rest.get(f"{MPIJOBS.format(ns=namespace)}/{name}")
+
+
+def conditions(job: JSON) -> dict[str, JSON]:
+    return {c["type"]: c for c in (job.get("status") or {}).get("conditions") or []}
+
+
+def diagnostics(cluster: LocalCluster, namespace: str) -> str:
+    pods = cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide").stdout
+    events = cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp").stdout
+    logs = cluster.kubectl("logs", "-n", namespace, "-l", "training.kubeflow.org/job-role=launcher",
+                           "--tail=40", "--prefix").stdout
+    return f"pods:\n{pods}\nevents:\n{events[-4000:]}\nlauncher logs:\n{logs}"
+
+
+def wait_finished(cluster: LocalCluster, namespace: str, name: str, timeout: float = 240) -> tuple[str, JSON]:
+    """Until the job has Succeeded or Failed; returns ("Succeeded"|"Failed", the job)."""
+    seen: dict[str, Any] = {}
+
+    def finished() -> bool:
+        job = get_job(cluster, namespace, name)
+        seen["job"] = job
+        conds = conditions(job)
+        return any(conds.get(t, {}).get("status") == "True" for t in ("Succeeded", "Failed"))
+
+    try:
+        wait_for(finished, timeout, 0.5, what=f"MPIJob {namespace}/{name} to finish")
+    except HarnessError as err:
+        raise HarnessError(f"{err}\n{diagnostics(cluster, namespace)}") from None
+    job = seen["job"]
+    outcome = "Succeeded" if conditions(job).get("Succeeded", {}).get("status") == "True" else "Failed"
+    return outcome, job
+
+
+def launcher_log(cluster: LocalCluster, namespace: str, name: str) -> str:
+    return cluster.kubectl("logs", "-n", namespace, f"job/{name}-launcher", "--tail=-1").stdout
+
+
+def run_to_success(cluster: LocalCluster, namespace: str, job: JSON, timeout: float = 240) -> tuple[str, float]:
+    """Apply `job`, wait until it has Succeeded; returns the launcher's log and the seconds it took."""
+    began = time.monotonic()
+    apply(cluster, namespace, copy.deepcopy(job))
+    outcome, final = wait_finished(cluster, namespace, job["metadata"]["name"], timeout)
+    took = time.monotonic() - began
+    assert outcome == "Succeeded", f"{conditions(final)}\n{diagnostics(cluster, namespace)}"
+    return launcher_log(cluster, namespace, job["metadata"]["name"]), took
+
+
+def assert_pi(log: str, hosts: list[str]) -> None:
+    """The launcher's log has pi to two decimals and one rank on each of `hosts` (by short name)."""
+    match = PI_LINE.search(log)
+    assert match, f"no pi in the launcher's log:\n{log}"
+    assert abs(float(match.group(1)) - 3.14159) < 0.01, log
+    ranks = {int(r): h.split(".")[0] for r, h in RANK_LINE.findall(log)}
+    assert sorted(ranks) == list(range(len(hosts))), log
+    assert sorted(ranks.values()) == sorted(hosts), log

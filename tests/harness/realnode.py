@@ -245,6 +245,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 maxPods: 40
+syncFrequency: 10s  # ConfigMap volumes (discover_hosts.sh) follow within seconds, not a minute
 """
 
 COREFILE = """\

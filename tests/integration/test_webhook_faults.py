@@ -30,6 +30,7 @@ import yaml
 from tests.harness import LocalCluster
 from tests.harness.wait import wait_for
 from tests.operator_processes import OperatorWebhook
+from tests.secret_scan import assert_clean, scan_files
 
 CONTAINER = {"name": "main", "image": "mpi-image"}
 KINDS = {"MutatingWebhookConfiguration": "mutating", "ValidatingWebhookConfiguration": "validating"}
@@ -191,6 +192,7 @@ def test_webhook_killed(registered: Registered) -> None:
     deleted = reg.kubectl("delete", "mpijob", "before", "--wait=false")
     assert deleted.returncode == 0, deleted.stderr  # DELETE is not in the rules: never blocked
     assert_back(reg, "after")
+    assert_clean(scan_files([reg.process.log]))  # two runs of the webhook, killed in between
 
 
 @pytest.mark.faults

@@ -59,7 +59,7 @@ def _deletable(ctx: JobContext, pod: JSONDict) -> bool:
     if meta(pod).get("deletionTimestamp"):
         ctx.expectations.deletions.discard(ctx.namespace, name)
         return False
-    return (ctx.namespace, name) not in ctx.expectations.deletions
+    return not ctx.expectations.deletions.holds(ctx.namespace, name, str(meta(pod).get("uid", "")))
 
 
 async def _delete(ctx: JobContext, pod: JSONDict) -> None:
@@ -69,7 +69,7 @@ async def _delete(ctx: JobContext, pod: JSONDict) -> None:
     except ApiError as error:
         if not error.not_found:
             raise
-    ctx.expectations.deletions.add(ctx.namespace, name)
+    ctx.expectations.deletions.add(ctx.namespace, name, str(meta(pod).get("uid", "")))
 
 
 async def scale_down(ctx: JobContext) -> None:

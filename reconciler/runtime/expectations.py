@@ -44,12 +44,15 @@ class Expectations:
 
 
 class _Pending:
+    """Deletions by name, each of the object (UID) that was deleted: a new object under the same name (a
+    worker deleted and re-created while its deletion was never observed) is not taken for the old one."""
+
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
-        self._until: dict[tuple[str, str], float] = {}
+        self._until: dict[tuple[str, str], tuple[float, str]] = {}
 
-    def add(self, namespace: str, name: str) -> None:
-        self._until[(namespace, name)] = time.monotonic() + self.ttl
+    def add(self, namespace: str, name: str, uid: str = "") -> None:
+        self._until[(namespace, name)] = (time.monotonic() + self.ttl, uid)
 
     def discard(self, namespace: str, name: str) -> None:
         self._until.pop((namespace, name), None)
@@ -58,11 +61,16 @@ class _Pending:
         for key in [key for key in self._until if key[0] == namespace and belongs(key[1])]:
             del self._until[key]
 
-    def __contains__(self, key: tuple[str, str]) -> bool:
-        deadline = self._until.get(key)
-        if deadline is None:
+    def holds(self, namespace: str, name: str, uid: str = "") -> bool:
+        """Whether the object ``uid`` of that name is being deleted by us (an entry of another UID is dropped)."""
+        entry = self._until.get((namespace, name))
+        if entry is None:
             return False
-        if deadline < time.monotonic():
-            del self._until[key]
+        deadline, deleted = entry
+        if deadline < time.monotonic() or (uid and deleted and uid != deleted):
+            del self._until[(namespace, name)]
             return False
         return True
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        return self.holds(*key)

@@ -3,7 +3,9 @@
 Used by the integration tests, the benchmarks and the demo: ``OperatorWebhook`` serves
 ``python -m webhook`` over TLS on 127.0.0.1 and registers the webhook configurations we ship
 (``deploy/webhook``) with ``clientConfig.url`` and a ``caBundle``; ``OperatorReconciler`` runs
-``python -m reconciler`` with the cluster's kubeconfig. Both stop exactly the process they started.
+``python -m reconciler`` with a kubeconfig: the cluster's admin one by default, or, as the integration
+tests do, the reconciler's own ServiceAccount token (``reconciler_credentials``: ``deploy/rbac`` applied,
+a TokenRequest, a kubeconfig). Both stop exactly the process they started.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,9 @@ from tests.harness.wait import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WEBHOOK_MANIFESTS = REPO_ROOT / "deploy" / "webhook"
+RBAC_MANIFESTS = REPO_ROOT / "deploy" / "rbac"
+RECONCILER_DEPLOYMENT = REPO_ROOT / "deploy" / "reconciler" / "deployment.yaml"
+TOKEN_LIFETIME = timedelta(hours=12)  # longer than any test session; refreshed below an hour left
 CANARY = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "webhook-canary"},
           "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 2, "template": {"spec": {"containers": [
               {"name": "c", "image": "i"}]}}}}}}
@@ -143,14 +150,72 @@ class OperatorWebhook(_Process):
         wait_for(ready, timeout=30, interval=0.05, what="the webhook's /readyz")
 
 
-class OperatorReconciler(_Process):
-    """``python -m reconciler`` against the cluster, without leader election unless asked."""
+@dataclass
+class ServiceAccountCredentials:
+    """A kubeconfig holding a TokenRequest token of one ServiceAccount, and when the token expires."""
 
-    def __init__(self, cluster: LocalCluster, work_dir: Path, *extra: str, name: str = "reconciler") -> None:
+    namespace: str
+    name: str
+    kubeconfig: Path
+    expires: datetime
+
+    @property
+    def username(self) -> str:
+        """The user the API server sees (and writes into the audit log)."""
+        return f"system:serviceaccount:{self.namespace}:{self.name}"
+
+    def fresh_for(self, period: timedelta) -> bool:
+        return datetime.now(UTC) + period < self.expires
+
+
+def reconciler_service_account() -> tuple[str, str]:
+    """The namespace and ServiceAccount the shipped reconciler Deployment runs as."""
+    deployment = yaml.safe_load(RECONCILER_DEPLOYMENT.read_text())
+    return deployment["metadata"]["namespace"], deployment["spec"]["template"]["spec"]["serviceAccountName"]
+
+
+def apply_rbac(cluster: LocalCluster) -> None:
+    """``kubectl apply -k deploy/rbac``: the Namespace, ServiceAccounts, (Cluster)Roles and bindings we ship."""
+    cluster.kubectl("apply", "-k", str(RBAC_MANIFESTS), check=True)
+
+
+def reconciler_credentials(cluster: LocalCluster, path: Path,
+                           lifetime: timedelta = TOKEN_LIFETIME) -> ServiceAccountCredentials:
+    """A kubeconfig at ``path`` for the reconciler's ServiceAccount of ``deploy/rbac``, which must be applied:
+    a token from the TokenRequest API (bound to nothing but the ServiceAccount) and the cluster's CA."""
+    namespace, name = reconciler_service_account()
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+               "spec": {"expirationSeconds": int(lifetime.total_seconds())}}
+    status = cluster.rest.create(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", request)["status"]
+    expires = datetime.strptime(status["expirationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    user = f"{namespace}-{name}"
+    config = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {
+            "server": cluster.server,
+            "certificate-authority-data": base64.b64encode(cluster.ca_file.read_bytes()).decode()}}],
+        "users": [{"name": user, "user": {"token": status["token"]}}],
+        "contexts": [{"name": user, "context": {"cluster": "local", "user": user}}],
+        "current-context": user,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return ServiceAccountCredentials(namespace, name, path, expires)
+
+
+class OperatorReconciler(_Process):
+    """``python -m reconciler`` against the cluster, without leader election unless asked; as admin unless
+    given another ``kubeconfig``."""
+
+    def __init__(self, cluster: LocalCluster, work_dir: Path, *extra: str, name: str = "reconciler",
+                 kubeconfig: Path | None = None) -> None:
         self.dir = work_dir / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.health_port, self.monitoring_port = free_port(), free_port()
-        argv = [sys.executable, "-m", "reconciler", f"--kubeConfig={cluster.kubeconfig}", "--leader-elect=false",
+        argv = [sys.executable, "-m", "reconciler", f"--kubeConfig={kubeconfig or cluster.kubeconfig}",
+                "--leader-elect=false",
                 f"--health-port={self.health_port}", f"--monitoring-port={self.monitoring_port}",
                 "--kube-api-qps=200", "--kube-api-burst=400", "--controller-queue-rate-limit=100", "--threadiness=4",
                 *extra]

@@ -1,14 +1,28 @@
-"""Session fixtures running our webhook and reconciler as processes against the test control plane."""
+"""Session fixtures running our webhook and reconciler as processes against the test control plane.
+
+The session reconciler runs as its own ServiceAccount (``deploy/rbac`` applied to the cluster, a
+TokenRequest token), never as admin, so that every integration test also checks that the ClusterRole
+we ship is enough; tests/integration/test_least_privilege.py checks that it is no more than that.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from tests.harness import LocalCluster
-from tests.operator_processes import OperatorReconciler, OperatorWebhook
+from tests.operator_processes import (
+    OperatorReconciler,
+    OperatorWebhook,
+    ServiceAccountCredentials,
+    apply_rbac,
+    reconciler_credentials,
+)
+
+TOKEN_MARGIN = timedelta(hours=1)  # a (re)started reconciler gets a token valid at least this long
 
 
 @pytest.fixture(scope="session")
@@ -31,16 +45,27 @@ def webhook(cluster: LocalCluster, operator_dir: Path) -> Iterator[OperatorWebho
 
 
 class ReconcilerControl:
-    """The session's reconciler, which a test may kill and restart with other flags."""
+    """The session's reconciler, which a test may kill and restart with other flags. It runs under the
+    token of the ServiceAccount ``deploy/rbac`` binds (``credentials``), renewed before a start when it
+    would expire within ``TOKEN_MARGIN``."""
 
     def __init__(self, cluster: LocalCluster, work_dir: Path) -> None:
         self.cluster, self.work_dir = cluster, work_dir
+        apply_rbac(cluster)
+        self.credentials = reconciler_credentials(cluster, work_dir / "reconciler.kubeconfig")
         self.runs = 0
         self.process = self._start()
 
+    def refreshed_credentials(self) -> ServiceAccountCredentials:
+        """The reconciler's credentials, with a new token if the current one is close to expiry."""
+        if not self.credentials.fresh_for(TOKEN_MARGIN):
+            self.credentials = reconciler_credentials(self.cluster, self.credentials.kubeconfig)
+        return self.credentials
+
     def _start(self, *extra: str) -> OperatorReconciler:
         self.runs += 1
-        process = OperatorReconciler(self.cluster, self.work_dir, *extra, name=f"reconciler-{self.runs}")
+        process = OperatorReconciler(self.cluster, self.work_dir, *extra, name=f"reconciler-{self.runs}",
+                                     kubeconfig=self.refreshed_credentials().kubeconfig)
         process.start()
         process.wait_ready()
         return process

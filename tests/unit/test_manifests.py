@@ -223,28 +223,60 @@ def test_reconciler_deployment() -> None:
     assert (get["path"], port_number(c, get["port"])) == ("/healthz", 8080)
 
 
-REQUIRED_GRANTS = [
-    ("", "secrets", {"create", "get", "list", "watch", "update", "patch", "delete"}),
-    ("", "pods", {"create", "get", "list", "watch", "delete", "update", "patch"}),
-    ("", "events", {"create", "patch"}),
-    ("events.k8s.io", "events", {"create", "patch"}),
-    ("batch", "jobs", {"create", "get", "list", "watch", "update", "patch", "delete"}),
-    ("batch", "jobs/status", {"update", "patch"}),
-    ("kubeflow.org", "mpijobs/status", {"get", "update", "patch"}),
-    ("coordination.k8s.io", "leases", {"get", "create", "update"}),
-    ("scheduling.volcano.sh", "podgroups", {"create", "get", "list", "watch", "update", "patch", "delete"}),
-    ("scheduling.k8s.io", "priorityclasses", {"get", "list", "watch"}),
-]
+# The reconciler's grants, exactly: tests/integration/test_least_privilege.py proves from the audit log that
+# each is used (mpijobs/finalizers excepted, see its KEPT_UNUSED) and that nothing else is needed.
+RECONCILER_GRANTS = {
+    ("", "configmaps"): {"create", "get", "list", "watch", "patch"},
+    ("", "secrets"): {"create", "get", "list", "watch", "patch"},
+    ("", "services"): {"create", "get", "list", "watch", "patch"},
+    ("", "pods"): {"create", "get", "list", "watch", "delete"},
+    ("", "events"): {"create"},
+    ("batch", "jobs"): {"create", "get", "list", "watch", "update", "patch"},
+    ("batch", "jobs/status"): {"update"},
+    ("kubeflow.org", "mpijobs"): {"list", "watch"},
+    ("kubeflow.org", "mpijobs/status"): {"update"},
+    ("kubeflow.org", "mpijobs/finalizers"): {"update"},
+    ("scheduling.volcano.sh", "podgroups"): {"create", "get", "list", "watch", "update", "delete"},
+    ("scheduling.x-k8s.io", "podgroups"): {"create", "get", "list", "watch", "update", "delete"},
+    ("scheduling.k8s.io", "priorityclasses"): {"get"},
+}
+LEASE_ROLE = "mpi-operator-leader-election"
 
 
-@pytest.mark.parametrize(
-    ("group", "resource", "verbs"), REQUIRED_GRANTS, ids=[g[1] + "@" + g[0] for g in REQUIRED_GRANTS]
-)
-def test_reconciler_cluster_role_grants(group: str, resource: str, verbs: set[str]) -> None:
-    rules = one("ClusterRole", "mpi-operator")["rules"]
-    granted = {v for r in rules if group in r["apiGroups"] and resource in r["resources"] for v in r["verbs"]}
-    assert verbs <= granted
-    assert "*" not in granted
+def granted(rules: list[Doc]) -> dict[tuple[str, str], set[str]]:
+    result: dict[tuple[str, str], set[str]] = {}
+    for rule in rules:
+        assert set(rule) <= {"apiGroups", "resources", "verbs"}, "no resourceNames, no nonResourceURLs"
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                result.setdefault((group, resource), set()).update(rule["verbs"])
+    return result
+
+
+def test_reconciler_cluster_role_grants_exactly_what_it_uses() -> None:
+    grants = granted(one("ClusterRole", "mpi-operator")["rules"])
+    assert grants == RECONCILER_GRANTS
+    assert not any("*" in verbs for verbs in grants.values())
+    assert not any("*" in key for group_resource in grants for key in group_resource)
+
+
+def test_children_are_deleted_by_the_garbage_collector_not_by_us() -> None:
+    grants = granted(one("ClusterRole", "mpi-operator")["rules"])
+    for child in (("", "configmaps"), ("", "secrets"), ("", "services"), ("batch", "jobs")):
+        assert "delete" not in grants[child], child
+    assert not any(group == "events.k8s.io" for group, _ in grants), "core events only"
+
+
+def test_leases_only_in_the_lock_namespace() -> None:
+    assert not any(group == "coordination.k8s.io" for group, _ in granted(one("ClusterRole", "mpi-operator")["rules"]))
+    role = one("Role", LEASE_ROLE)
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert granted(role["rules"]) == {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+    binding = one("RoleBinding", LEASE_ROLE)
+    assert binding["metadata"]["namespace"] == NAMESPACE
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": LEASE_ROLE}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "mpi-operator", "namespace": NAMESPACE}]
+    assert f"--lock-namespace={NAMESPACE}" in container("mpijob-reconciler")["args"]
 
 
 def test_cluster_role_binding() -> None:
@@ -255,6 +287,14 @@ def test_cluster_role_binding() -> None:
         "name": "mpi-operator",
     }
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "mpi-operator", "namespace": NAMESPACE}]
+
+
+def test_only_the_reconciler_is_bound() -> None:
+    bindings = objects("ClusterRoleBinding") + objects("RoleBinding")
+    subjects = [s for b in bindings for s in b["subjects"]]
+    assert subjects
+    assert all(s == {"kind": "ServiceAccount", "name": "mpi-operator", "namespace": NAMESPACE}
+               for s in subjects), "the webhook's ServiceAccount has no bindings"
 
 
 def test_aggregated_user_roles_match_upstream() -> None:

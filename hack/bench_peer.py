@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -148,7 +149,8 @@ async def run_operator(load: ApiLoad, cluster: LocalCluster, operator: Operator,
         if "b5" not in args.skip.split(","):
             m = await measure.writes_of_one_job(load, f"b5-{tag}", args.b5_workers, audit_log, limit=600)
             run["b5"] = m
-            say(f"  B5 W={args.b5_workers}: {sum(m['writes'].values())} writes {m['writes']} by {m['user_agents']}")
+            say(f"  B5 W={args.b5_workers}: {sum(m['writes'].values())} writes {m['writes']}, "
+                f"by user agent {m['user_agents']}")
         end = ProcessSample.of(operator.pid)
         run.update(end_rss_kb=end.rss_kb, peak_rss_kb=end.peak_rss_kb, cpu_total=end.cpu_seconds,
                    wall=time.perf_counter() - began)
@@ -172,7 +174,9 @@ def measure_all(args: argparse.Namespace, results: dict[str, Any], results_path:
     with tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp_name:
         tmp = Path(tmp_name)
         flags, audit_log = audit_flags(tmp / "audit")
+        # Batched (off the request path), flushed within a second so that B5 can count soon after a job.
         flags = [f.replace("--audit-log-mode=blocking", "--audit-log-mode=batch") for f in flags]
+        flags.append("--audit-log-batch-max-wait=1s")
         with LocalCluster(nodes=NodePool(count=NODES, pods=str(PODS_PER_NODE)), crds=[CRD], apiserver_flags=flags,
                           verbose=False) as cluster:
             results["meta"]["machine"] += f", control plane {cluster.bin_dir.parent.name}"
@@ -196,7 +200,17 @@ def measure_all(args: argparse.Namespace, results: dict[str, Any], results_path:
                                 results["runs"].append(run)
                                 save(results, results_path)
 
-            asyncio.run(everything())
+            try:
+                asyncio.run(everything())
+            finally:
+                keep_logs(tmp, results_path.with_suffix(".logs"))
+
+
+def keep_logs(tmp: Path, target: Path) -> None:
+    """The operators' logs, beside the results file."""
+    for log in (p for p in tmp.glob("*/*.log") if p.parent.name != "audit"):
+        (target / log.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy(log, target / log.parent.name / log.name)
 
 
 def merge(files: list[Path]) -> dict[str, Any]:
@@ -231,7 +245,8 @@ def render(results: dict[str, Any], args: argparse.Namespace, command: str) -> N
         print(line)
     if args.no_docs:
         return
-    images = [report.plot_ttac(results, args.img_dir / "peer-b3-ttac.png")]
+    images = [report.plot_summary(results, args.img_dir / "peer-summary.png"),
+              report.plot_ttac(results, args.img_dir / "peer-b3-ttac.png")]
     cdf = report.plot_b4(results, args.img_dir / "peer-b4-cdf.png")
     if cdf is not None:
         images.append(cdf)

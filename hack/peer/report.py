@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -93,17 +94,20 @@ def non_create_writes(run: Run) -> float | None:
     return float(sum(n for k, n in writes.items() if not k.startswith("create "))) if writes else None
 
 
-def cpu_per_1000(run: Run) -> float | None:
-    rows = run.get("b3", [])
-    if not rows:
-        return None
-    big = max(rows, key=lambda m: m["workers"])
-    return big["cpu"] / big["workers"] * 1000 if big["workers"] >= 64 else None
+def cpu_per_1000(workers: int) -> Callable[[Run], float | None]:
+    def metric(run: Run) -> float | None:
+        m = b3(run, workers)
+        return float(m["cpu"]) / workers * 1000 if m else None
+
+    return metric
 
 
-def loaded_rss(run: Run) -> float | None:
-    rows = run.get("b3", [])
-    return max(rows, key=lambda m: m["workers"])["rss_kb"] / 1024 if rows else None
+def loaded_rss(workers: int) -> Callable[[Run], float | None]:
+    def metric(run: Run) -> float | None:
+        m = b3(run, workers)
+        return float(m["rss_kb"]) / 1024 if m else None
+
+    return metric
 
 
 def table(results: dict[str, Any]) -> str:
@@ -141,8 +145,13 @@ def table(results: dict[str, Any]) -> str:
         row("B5", setting, "non-create writes per job", non_create_writes, 0, ours_over_go=True)
     for setting in meta["settings"]:
         row("B6", setting, "RSS idle (MiB)", idle_rss, 1, ours_over_go=True)
-        row("B6", setting, "RSS with the largest B3 job live (MiB)", loaded_rss, 1, ours_over_go=True)
-        row("B6", setting, "CPU-s per 1,000 pods created (largest B3 job)", cpu_per_1000, 2, ours_over_go=True)
+        big = [w for w in meta["sizes"][setting] if w >= 512 or w == max(meta["sizes"][setting])]
+        for workers in big:
+            row("B6", setting, f"RSS with the W={workers} job live (MiB)", loaded_rss(workers), 1,
+                ours_over_go=True)
+        for workers in big:
+            row("B6", setting, f"CPU-s per 1,000 pods created (W={workers} job)", cpu_per_1000(workers), 2,
+                ours_over_go=True)
     return "\n".join(lines)
 
 
@@ -197,14 +206,14 @@ def b5_detail(results: dict[str, Any]) -> list[str]:
                 continue
             writes = runs[-1]["b5"]["writes"]
             detail = ", ".join(f"{k} {n}" for k, n in sorted(writes.items()))
-            agents = "; ".join(f"`{a}`" for a in runs[-1]["b5"]["user_agents"])
+            agents = "; ".join(f"`{a}` {n}" for a, n in sorted(runs[-1]["b5"]["user_agents"].items()))
             out.append(f"- {NAMES[kind]}, {setting}, round {runs[-1]['round']}: {detail} (user agents: {agents})")
     return out
 
 
 def section(results: dict[str, Any], images: list[Path], docs_dir: Path, commands: str) -> str:
     meta = results["meta"]
-    links = " ".join(f"![{p.stem}]({p.relative_to(docs_dir).as_posix()})" for p in images)
+    links = "\n".join(f"![{p.stem}]({Path(os.path.relpath(p, docs_dir)).as_posix()})" for p in images)
     settings = "; ".join(f"{name}: Go `{meta['flags'][name]['go'] or '(no flags)'}`, ours "
                          f"`{meta['flags'][name]['ours'] or '(no flags)'}`" for name in meta["settings"])
     parts = [
@@ -231,9 +240,11 @@ def section(results: dict[str, Any], images: list[Path], docs_dir: Path, command
         "",
         *b5_detail(results),
         "",
-        "B4: 200 MPIJobs of 4 workers (numbers configurable) submitted open loop; latency = POST to the launcher "
-        "Job seen by a watch. B6: RSS 'idle' is after the warm-up job and the idle period; CPU-seconds are "
-        "the operator's user+system time from the POST until the largest B3 job's workers and launcher exist.",
+        f"B4: {meta['b4_jobs']} MPIJobs of {meta['b4_workers']} workers submitted open loop; latency = POST to "
+        "the launcher Job seen by a watch; 'sustained' is the highest rate run whose p99 stayed <= 2 s. "
+        "B6: RSS 'idle' is after the warm-up job and the idle period; CPU-seconds are "
+        "the operator's user+system time from the POST until that B3 job's workers and launcher exist; 'RSS with "
+        "the job live' is sampled at that moment.",
         "",
         links,
         "",
@@ -267,15 +278,23 @@ STYLE = {("go", "defaults"): ("tab:red", "o", "--"), ("go", "raised"): ("tab:red
          ("ours", "defaults"): ("tab:blue", "o", "--"), ("ours", "raised"): ("tab:blue", "s", "-")}
 
 
-def plot_ttac(results: dict[str, Any], path: Path) -> Path:
+def _pyplot() -> Any:
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    return plt
+
+
+def _g(value: float, _: object = None) -> str:
+    return f"{value:g}"
+
+
+def draw_ttac(ax: Any, results: dict[str, Any], legend_size: int = 8) -> None:
     from matplotlib import ticker  # noqa: PLC0415
 
     meta = results["meta"]
-    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
     for setting in meta["settings"]:
         for kind in ("go", "ours"):
             runs = runs_of(results, kind, setting)
@@ -290,11 +309,14 @@ def plot_ttac(results: dict[str, Any], path: Path) -> Path:
             if not xs:
                 continue
             color, marker, line = STYLE[(kind, setting)]
-            label = f"{NAMES[kind]}, {setting}" + (f" ({meta['flags'][setting]['ours']})" if setting == "raised"
-                                                   else "")
+            if setting == "raised":
+                detail = meta["flags"][setting]["ours"]
+            else:
+                detail = "5 QPS / 10 burst" if kind == "go" else f"client limit: {limits(meta)}"
+            label = f"{NAMES[kind]}, {setting} ({detail})"
             ax.errorbar(xs, med, yerr=[lo, hi], color=color, marker=marker, linestyle=line, capsize=3, label=label)
-            ax.annotate(f"{med[-1]:.2f} s", (xs[-1], med[-1]), textcoords="offset points", xytext=(6, -3),
-                        fontsize=8, color=color)
+            ax.annotate(f"{med[-1]:.2f} s", (xs[-1], med[-1]), textcoords="offset points",
+                        xytext=(8, 6 if setting == "defaults" else -10), fontsize=8, color=color)
     ceilings = [c["rate"] for c in results.get("b0", [])]
     all_sizes = sorted({w for s in meta["settings"] for w in meta["sizes"][s]})
     if ceilings and all_sizes:
@@ -306,13 +328,90 @@ def plot_ttac(results: dict[str, Any], path: Path) -> Path:
     ax.set_xticks(all_sizes)
     ax.set_xticklabels([str(w) for w in all_sizes])
     ax.xaxis.set_minor_formatter(ticker.NullFormatter())
-    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(_g))
+    ax.set_xlim(min(all_sizes, default=1) * 0.8, max(all_sizes, default=1) * 2.2)
     ax.set_xlabel("workers W in one MPIJob")
-    ax.set_ylabel("seconds from POST to all W worker Pods created (log)")
-    ax.set_title(f"B3: time to all workers created, median and min-max of {meta['rounds']} round(s)\n"
-                 f"(lower is better; 2-core VM, {meta['nodes']} kwok nodes)", fontsize=10)
+    ax.set_ylabel("seconds, POST to all W worker Pods created")
+    ax.set_title(f"B3: time to all workers created (median, min-max; {meta['rounds']} rounds); lower is better",
+                 fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=legend_size, loc="upper left")
+
+
+def draw_cdf(ax: Any, results: dict[str, Any], rate: float, legend_size: int = 7) -> None:
+    from matplotlib import ticker  # noqa: PLC0415
+
+    meta = results["meta"]
+    for setting in [s for s in meta["settings"] if s in meta["b4_settings"]]:
+        for kind in ("go", "ours"):
+            pooled = sorted(x for r in runs_of(results, kind, setting) if (m := b4(r, rate)) for x in m["latencies"])
+            if not pooled:
+                continue
+            color, _, line = STYLE[(kind, setting)]
+            n = len(pooled)
+            ax.step(pooled, [(i + 1) / n for i in range(n)], where="post", color=color, linestyle=line,
+                    label=f"{NAMES[kind]}, {setting}: p50 {pct(pooled, 50):.2f} s, p99 {pct(pooled, 99):.2f} s")
+    ax.axvline(2.0, color="gray", linestyle=":", label="p99 target 2 s")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(_g))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.set_xlabel("seconds, POST to launcher Job created")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title(f"B4: {meta['b4_jobs']} MPIJobs x {meta['b4_workers']} workers at {rate:g}/s "
+                 "(rounds pooled); left is better", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=legend_size, loc="lower right")
+
+
+def _bars(ax: Any, groups: list[str], series: dict[str, list[float]], colors: dict[str, str], ylabel: str,
+          title: str, digits: int = 0) -> None:
+    width = 0.8 / max(1, len(series))
+    for i, (name, heights) in enumerate(series.items()):
+        xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
+        bars = ax.bar(xs, heights, width, label=name, color=colors[name])
+        ax.bar_label(bars, labels=[f"{h:.{digits}f}" if h else "" for h in heights], fontsize=7)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def _median(runs: list[Run], metric: Callable[[Run], float | None]) -> float:
+    got = [v for r in runs if (v := metric(r)) is not None]
+    return statistics.median(got) if got else 0.0
+
+
+def draw_writes(ax: Any, results: dict[str, Any]) -> None:
+    meta = results["meta"]
+    groups, series = [], {f"{NAMES['go']}": [], "ours": []}  # type: ignore[var-annotated]
+    for setting in meta["settings"]:
+        for label, fn in (("all writes", total_writes), ("non-create", non_create_writes)):
+            groups.append(f"{setting}\n{label}")
+            series[NAMES["go"]].append(_median(runs_of(results, "go", setting), fn))
+            series["ours"].append(_median(runs_of(results, "ours", setting), fn))
+    _bars(ax, groups, series, {NAMES["go"]: "tab:red", "ours": "tab:blue"}, "API writes (audit log)",
+          f"B5: API writes for one W={meta['b5_workers']} job, creation to cleanup; lower is better")
+
+
+def draw_footprint(ax: Any, results: dict[str, Any]) -> None:
+    meta = results["meta"]
+    groups, series = [], {f"{NAMES['go']}": [], "ours": []}  # type: ignore[var-annotated]
+    for setting in meta["settings"]:
+        big = max(meta["sizes"][setting], default=0)
+        for label, fn in (("idle", idle_rss), (f"W={big} live", loaded_rss(big))):
+            groups.append(f"{setting}\n{label}")
+            series[NAMES["go"]].append(_median(runs_of(results, "go", setting), fn))
+            series["ours"].append(_median(runs_of(results, "ours", setting), fn))
+    _bars(ax, groups, series, {NAMES["go"]: "tab:red", "ours": "tab:blue"}, "RSS (MiB)",
+          "B6: resident memory of the operator process; lower is better")
+
+
+def plot_ttac(results: dict[str, Any], path: Path) -> Path:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
+    draw_ttac(ax, results)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -321,39 +420,35 @@ def plot_ttac(results: dict[str, Any], path: Path) -> Path:
 
 
 def plot_b4(results: dict[str, Any], path: Path) -> Path | None:
-    import matplotlib  # noqa: PLC0415
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-    from matplotlib import ticker  # noqa: PLC0415
-
     meta = results["meta"]
     rates = meta["b4_rates"]
-    settings = [s for s in meta["settings"] if s in meta["b4_settings"]]
-    if not rates or not settings:
+    if not rates or not [s for s in meta["settings"] if s in meta["b4_settings"]]:
         return None
-    fig, axes = plt.subplots(1, len(rates), figsize=(5 * len(rates), 4.5), dpi=110, squeeze=False)
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(rates), figsize=(5.5 * len(rates), 4.5), dpi=110, squeeze=False)
     for ax, rate in zip(axes[0], rates, strict=True):
-        for setting in settings:
-            for kind in ("go", "ours"):
-                pooled = sorted(x for r in runs_of(results, kind, setting) if (m := b4(r, rate))
-                                for x in m["latencies"])
-                if not pooled:
-                    continue
-                color, _, line = STYLE[(kind, setting)]
-                n = len(pooled)
-                ax.step(pooled, [(i + 1) / n for i in range(n)], where="post", color=color, linestyle=line,
-                        label=f"{NAMES[kind]}, {setting}: p50 {pct(pooled, 50):.2f} s, p99 {pct(pooled, 99):.2f} s")
-        ax.axvline(2.0, color="gray", linestyle=":", label="p99 target 2 s")
-        ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
-        ax.set_xlabel("seconds from POST to launcher Job created (log)")
-        ax.set_ylabel("fraction of jobs")
-        ax.set_title(f"B4: {meta['b4_jobs']} MPIJobs x {meta['b4_workers']} workers at {rate:g}/s "
-                     f"(all rounds pooled)", fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        draw_cdf(ax, results, rate)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_summary(results: dict[str, Any], path: Path) -> Path:
+    """One picture: B3 time against W, B4 CDF at the highest rate, B5 writes, B6 memory."""
+    meta = results["meta"]
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(14, 10), dpi=100)
+    draw_ttac(axes[0][0], results, legend_size=7)
+    if meta["b4_rates"]:
+        draw_cdf(axes[0][1], results, max(meta["b4_rates"]))
+    else:
+        axes[0][1].set_axis_off()
+    draw_writes(axes[1][0], results)
+    draw_footprint(axes[1][1], results)
+    fig.suptitle(f"Ours vs the upstream Go mpi-operator {meta['peer_version']} on one local control plane "
+                 f"({meta['nodes']} kwok nodes, 2-core VM), {meta['date']}", fontsize=12)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

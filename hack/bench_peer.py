@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--b4-workers", type=int, default=4)
     parser.add_argument("--b4-rates", default="10,20")
     parser.add_argument("--b4-settings", default="raised")
+    parser.add_argument("--b4-wait", type=float, default=30.0,
+                        help="seconds after the last B4 POST to wait for missing launchers (then censored)")
     parser.add_argument("--b5-workers", type=int, default=64)
+    parser.add_argument("--b5-rounds", type=int, default=99, help="run B5 in the first N rounds only")
     parser.add_argument("--skip", default="", help="comma-separated: b0,b3,b4,b5")
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="idle period before the idle RSS sample")
     parser.add_argument("--peer-version", default="v0.8.2")
@@ -95,7 +99,8 @@ def new_results(args: argparse.Namespace) -> dict[str, Any]:
             "settings": settings, "sizes": {s: [] if "b3" in skip else sizes[s] for s in settings},
             "b4_rates": [] if "b4" in skip else [float(r) for r in args.b4_rates.split(",") if r],
             "b4_settings": [s for s in args.b4_settings.split(",") if s], "b4_jobs": args.b4_jobs,
-            "b4_workers": args.b4_workers, "b5_workers": args.b5_workers, "peer_version": args.peer_version,
+            "b4_workers": args.b4_workers, "b4_wait": args.b4_wait, "b5_workers": args.b5_workers,
+            "peer_version": args.peer_version,
             "nodes": NODES, "pods_per_node": PODS_PER_NODE, "our_default_qps": qps, "our_default_burst": burst,
             "flags": {s: {"go": " ".join(SETTINGS[s].flags), "ours": " ".join(SETTINGS[s].flags)} for s in settings},
             "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
@@ -112,55 +117,76 @@ def save(results: dict[str, Any], path: Path) -> None:
     tmp.replace(path)
 
 
-async def run_operator(load: ApiLoad, cluster: LocalCluster, operator: Operator, setting: str, round_: int,
+async def run_operator(load: ApiLoad, make: Callable[[str], Operator], setting: str, round_: int,  # noqa: PLR0915
                        args: argparse.Namespace, results: dict[str, Any], audit_log: Path) -> dict[str, Any]:
+    """One operator at one setting: B3 (with the idle sample before it), each B4 rate and B5, each phase on a
+    fresh process (a backlog in one phase's work queue must not slow the next)."""
     meta = results["meta"]
-    tag = f"{operator.kind}-{setting[:3]}-r{round_}"
-    run: dict[str, Any] = {"operator": operator.kind, "setting": setting, "round": round_,
-                           "argv": [Path(operator.argv[0]).name, *operator.argv[1:]]}
-    run["argv"] = [a for a in run["argv"] if not a.startswith(("-kubeConfig", "--kubeConfig"))]
-    say(f"== round {round_}: {report.NAMES[operator.kind]}, {setting}")
+    kind = make("probe").kind
+    tag = f"{kind}-{setting[:3]}-r{round_}"
+    run: dict[str, Any] = {"operator": kind, "setting": setting, "round": round_, "b3": [], "b4": []}
+    say(f"== round {round_}: {report.NAMES[kind]}, {setting}")
     began = time.perf_counter()
-    operator.start()
-    try:
-        run["first_job_seconds"] = await measure.warm_up(load, f"warm-{tag}", operator.pid, operator.alive, 120)
+
+    async def phase(name: str, body: Callable[[Operator], Awaitable[None]]) -> None:
+        operator = make(name)
+        run.setdefault("argv", [Path(operator.argv[0]).name, *(a for a in operator.argv[1:]
+                                                                if not a.lstrip("-").startswith("kubeConfig"))])
+        operator.start()
+        try:
+            ready = await measure.warm_up(load, f"warm-{tag}-{name}", operator.pid, operator.alive, 120)
+            run.setdefault("first_job_seconds", ready)
+            await body(operator)
+            end = ProcessSample.of(operator.pid)
+            run.setdefault("phases", {})[name] = {"rss_kb": end.rss_kb, "peak_rss_kb": end.peak_rss_kb,
+                                                  "cpu": end.cpu_seconds}
+        except BaseException:
+            say(f"  {operator.name} log tail:\n{operator.tail()}")
+            raise
+        finally:
+            operator.stop()
+            # The next process must not wait out this one's Lease (15 s): remove it.
+            await load.request("DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{LOCK_NAMESPACE}/leases")
+
+    async def b3(operator: Operator) -> None:
         say(f"  first launcher Job {run['first_job_seconds']:.2f} s after exec")
         await asyncio.sleep(args.idle_seconds)  # the benchmark's idle period
         idle = ProcessSample.of(operator.pid)
         run["idle_rss_kb"] = idle.rss_kb
         say(f"  idle RSS {idle.rss_kb / 1024:.1f} MiB")
-        run["b3"] = []
         for workers in meta["sizes"][setting]:
-            timeout = 60 + workers * (0.5 if setting == "defaults" else 0.2)
-            m = await measure.one_job(load, f"b3-{tag}-w{workers}", workers, operator.pid, timeout)
+            limit = 60 + workers * (0.5 if setting == "defaults" else 0.2)
+            m = await measure.one_job(load, f"b3-{tag}-w{workers}", workers, operator.pid, limit)
             run["b3"].append(m)
             say(f"  B3 W={workers}: all workers {m['ttac']:.3f} s, launcher {m['launcher']:.3f} s, "
                 f"CPU {m['cpu']:.2f} s, RSS {m['rss_kb'] / 1024:.1f} MiB")
-        run["b4"] = []
-        if setting in meta["b4_settings"]:
-            for rate in meta["b4_rates"]:
-                m = await measure.many_jobs(load, f"b4-{tag}-q{rate:g}", args.b4_jobs, args.b4_workers, rate,
-                                            limit=120 + args.b4_jobs * 2)
-                run["b4"].append(m)
-                lat = m["latencies"]
-                p50, p99 = (report.pct(lat, 50), report.pct(lat, 99)) if lat else (float("nan"), float("nan"))
-                say(f"  B4 {args.b4_jobs} jobs at {rate:g}/s: p50 {p50:.3f} s, p99 {p99:.3f} s, "
-                    f"{len(lat)} launchers in {m['span']:.1f} s, {m['missing']} missing, {m['errors']} POST errors")
-        if "b5" not in args.skip.split(","):
-            m = await measure.writes_of_one_job(load, f"b5-{tag}", args.b5_workers, audit_log, limit=600)
-            run["b5"] = m
-            say(f"  B5 W={args.b5_workers}: {sum(m['writes'].values())} writes {m['writes']}, "
-                f"by user agent {m['user_agents']}")
-        end = ProcessSample.of(operator.pid)
-        run.update(end_rss_kb=end.rss_kb, peak_rss_kb=end.peak_rss_kb, cpu_total=end.cpu_seconds,
-                   wall=time.perf_counter() - began)
-    except BaseException:
-        say(f"  {operator.name} log tail:\n{operator.tail()}")
-        raise
-    finally:
-        operator.stop()
-        # The next operator must not wait out this one's Lease (15 s): remove it.
-        await load.request("DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{LOCK_NAMESPACE}/leases")
+
+    def b4(rate: float) -> Callable[[Operator], Awaitable[None]]:
+        async def body(_: Operator) -> None:
+            m = await measure.many_jobs(load, f"b4-{tag}-q{rate:g}", args.b4_jobs, args.b4_workers, rate,
+                                        limit=args.b4_wait)
+            run["b4"].append(m)
+            every = [*m["latencies"], *m["censored"]]
+            say(f"  B4 {args.b4_jobs} jobs at {rate:g}/s: p50 {report.pct(every, 50):.3f} s, p99 "
+                f"{report.pct(every, 99):.3f} s, {len(m['latencies'])} launchers in {m['span']:.1f} s, "
+                f"{m['missing']} not created {args.b4_wait:g} s after the last POST, {m['errors']} POST errors")
+
+        return body
+
+    async def b5(_: Operator) -> None:
+        m = await measure.writes_of_one_job(load, f"b5-{tag}", args.b5_workers, audit_log, limit=600)
+        run["b5"] = m
+        say(f"  B5 W={args.b5_workers}: {sum(m['writes'].values())} writes {m['writes']}, "
+            f"by user agent {m['user_agents']}")
+
+    if meta["sizes"][setting]:
+        await phase("b3", b3)
+    if setting in meta["b4_settings"]:
+        for rate in meta["b4_rates"]:
+            await phase(f"b4-{rate:g}", b4(rate))
+    if "b5" not in args.skip.split(",") and round_ < args.b5_rounds:
+        await phase("b5", b5)
+    run["wall"] = time.perf_counter() - began
     return run
 
 
@@ -181,6 +207,16 @@ def measure_all(args: argparse.Namespace, results: dict[str, Any], results_path:
                           verbose=False) as cluster:
             results["meta"]["machine"] += f", control plane {cluster.bin_dir.parent.name}"
 
+            def maker(kind: str, setting: str, round_: int) -> Callable[[str], Operator]:
+                def make(phase: str) -> Operator:
+                    tag = f"{setting}-r{round_}-{phase}"
+                    if kind == "go":
+                        assert binary is not None
+                        return GoOperator(binary, cluster, tmp, SETTINGS[setting], tag)
+                    return OurOperator(cluster, tmp, SETTINGS[setting], tag)
+
+                return make
+
             async def everything() -> None:
                 async with ApiLoad(cluster.server, cluster.ca_file, cluster.admin_cert, cluster.admin_key) as load:
                     await measure.create_namespace(load, LOCK_NAMESPACE)
@@ -191,12 +227,8 @@ def measure_all(args: argparse.Namespace, results: dict[str, Any], results_path:
                         order = kinds if round_ % 2 == 0 else kinds[::-1]
                         for kind in order:
                             for setting in results["meta"]["settings"]:
-                                tag = f"{setting}-r{round_}"
-                                operator: Operator = (GoOperator(binary, cluster, tmp, SETTINGS[setting], tag)
-                                                      if kind == "go" and binary else
-                                                      OurOperator(cluster, tmp, SETTINGS[setting], tag))
-                                run = await run_operator(load, cluster, operator, setting, round_, args, results,
-                                                         audit_log)
+                                run = await run_operator(load, maker(kind, setting, round_), setting, round_,
+                                                         args, results, audit_log)
                                 results["runs"].append(run)
                                 save(results, results_path)
 

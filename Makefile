@@ -36,11 +36,13 @@ venv: $(STAMP)
 testbin:
 	@bash hack/build-testbin.sh >/dev/null
 
-# The real node's binaries (kubelet, CoreDNS; containerd & co. from Debian) and the images it runs,
+# The real node's binaries (kubelet, CoreDNS; containerd & co. from Debian) and the images it runs
+# (pause, mpi-pi:{openmpi,mpich,intel}, our webhook and reconciler from their Dockerfiles via buildah),
 # cached under ~/.cache/mpijob-operator; a no-op when cached. Needs Linux and root: skipped otherwise.
 node-images: testbin
 	@if [ "$$(uname -s)" = Linux ] && [ "$$(id -u)" = 0 ]; then \
-	  bash hack/build-node.sh >/dev/null && bash hack/build-images.sh >/dev/null; \
+	  bash hack/build-node.sh >/dev/null && bash hack/build-images.sh >/dev/null && \
+	  bash hack/build-operator-images.sh >/dev/null; \
 	else echo "node-images: not Linux/root, the real-node tests (tests/e2e) will be skipped"; fi
 
 e2e: $(STAMP) node-images

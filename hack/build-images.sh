@@ -6,6 +6,7 @@
 #   mpioperator/mpi-pi:openmpi   compatible with upstream's example images (see hack/images/README.md)
 #   mpioperator/mpi-pi:mpich
 #   mpioperator/mpi-pi:intel     Intel MPI from the PyPI wheels impi-rt and impi-devel
+#   mpijob-operator/python-base  Debian's Python 3.11: the local base of Dockerfile.webhook/.reconciler
 # Usage: build-images.sh [pause|openmpi|mpich|intel ...] (default: all). Each archive is keyed by the
 # hash of its inputs; a second run with the archives present does no work. Prints the image directory.
 set -euo pipefail
@@ -107,6 +108,22 @@ build_intel() {  # the prefix is copied to /usr/local: bin/mpirun (Hydra), lib/l
     --customize-hook='printf "/usr/local/lib\n/usr/local/lib/libfabric\n" > "$1/etc/ld.so.conf.d/impi.conf"' \
     --env FI_PROVIDER_PATH=/usr/local/lib/libfabric/prov --env I_MPI_ROOT=/usr/local
   rm -rf "$IMPI_PREFIX"
+}
+
+# The base of our operator images (Dockerfile.webhook/Dockerfile.reconciler, BASE_IMAGE build argument):
+# Debian's Python 3.11 with venv, in place of the public python:3.11-slim that needs a registry.
+build_python() {
+  local tag="mpijob-operator/python-base:3.11-bookworm"
+  local out="$OUT/python-base-$(inputs_hash "python3,python3-venv,python-is-python3,ca-certificates $SUITE").tar"
+  [[ -f "$out" ]] && return 0
+  local work; work="$(mktemp -d)"
+  log "$tag: mmdebstrap $SUITE with python3"
+  mmdebstrap --quiet --variant=apt --format=tar --include=python3,python3-venv,python-is-python3,ca-certificates \
+    --customize-hook='rm -rf "$1/var/cache/apt/archives"/*.deb "$1/var/lib/apt/lists"/* "$1/usr/share/doc" "$1/usr/share/man"' \
+    "$SUITE" "$work/layer.tar" "$MIRROR" >&2
+  rm -f "$OUT/python-base-"*.tar
+  pack "$work/layer.tar" "$out" "$tag" --cmd python3 --env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+  rm -rf "$work"
 }
 
 targets=("$@"); (( ${#targets[@]} )) || targets=(pause openmpi mpich intel)

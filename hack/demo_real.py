@@ -1,9 +1,10 @@
 """The real-node part of ``make demo``: the three pi examples computed by real MPI processes.
 
-A control plane plus one real node (tests/harness/realnode.py) with our images, our webhook and
-reconciler; applies examples/pi-{openmpi,intel,mpich}.yaml (CPU limits lowered to fit the node's
-2 CPUs) and prints each launcher's output. Where a real node cannot run (not Linux, not root), it
-says why and returns, and the demo goes on with kwok alone.
+A control plane plus one real node (tests/harness/realnode.py) with our images, and our operator
+deployed from its own images by `kubectl apply --server-side -k`; applies
+examples/pi-{openmpi,intel,mpich}.yaml (CPU limits lowered to fit the node's 2 CPUs) and prints each
+launcher's output. Where a real node cannot run (not Linux, not root), it says why and returns, and
+the demo goes on with kwok alone.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import Any
 import yaml
 
 from tests.e2e.jobs import CPU_LIMIT, launcher_log, wait_finished
+from tests.harness.operator_deploy import deploy, operator_image_archives
 from tests.harness.realnode import RealNodeCluster, image_archives, unavailable
-from tests.operator_processes import REPO_ROOT, OperatorReconciler, OperatorWebhook
+from tests.operator_processes import REPO_ROOT
 
 CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 EXAMPLES = REPO_ROOT / "examples"
@@ -45,28 +47,24 @@ def run() -> bool:
         say(f"skipping the real-node part: {reason}; only kwok (simulated pods) below")
         return False
     say("building/locating the real node's binaries and images (cached after the first run)")
-    images = image_archives()
+    images = image_archives() + operator_image_archives()
     say("starting a local control plane plus a real node (kubelet, containerd, CoreDNS)")
     with tempfile.TemporaryDirectory(prefix="mpijob-demo-real-") as tmp, \
             RealNodeCluster(crds=[CRD], images=images) as cluster:
-        webhook, reconciler = OperatorWebhook(cluster, Path(tmp)), OperatorReconciler(cluster, Path(tmp))
-        try:
-            for component in (webhook, reconciler):
-                component.start()
-                component.wait_ready()
-            webhook.register()
-            cluster.kubectl("create", "namespace", NAMESPACE, check=True)
-            for name in JOBS:
-                say(f"kubectl apply -f examples/{name}.yaml (cpu limits {CPU_LIMIT}), on the real node")
-                began = time.monotonic()
-                cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=yaml.safe_dump(fitted(name)), check=True)
-                outcome, _ = wait_finished(cluster, NAMESPACE, name)
-                print(f"{name}: {outcome} {time.monotonic() - began:.1f}s after apply; the launcher's output:")
-                print("    " + launcher_log(cluster, NAMESPACE, name).strip().replace("\n", "\n    "), flush=True)
-                cluster.kubectl("delete", "mpijob", "-n", NAMESPACE, name, "--wait=true", timeout=120)
-        finally:
-            reconciler.stop()
-            webhook.stop()
+        say("kubectl apply --server-side -k (deploy/ with built-in certificates): the operator from its images")
+        timings = deploy(cluster, Path(tmp))
+        print(f"webhook called by the API server {timings['webhook-called']:.1f}s after apply, reconciler holding "
+              f"its Lease after {timings['reconciler-leader']:.1f}s")
+        print(cluster.kubectl("get", "pods", "-n", "mpi-operator", "-o", "wide").stdout, end="")
+        cluster.kubectl("create", "namespace", NAMESPACE, check=True)
+        for name in JOBS:
+            say(f"kubectl apply -f examples/{name}.yaml (cpu limits {CPU_LIMIT}), on the real node")
+            began = time.monotonic()
+            cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=yaml.safe_dump(fitted(name)), check=True)
+            outcome, _ = wait_finished(cluster, NAMESPACE, name)
+            print(f"{name}: {outcome} {time.monotonic() - began:.1f}s after apply; the launcher's output:")
+            print("    " + launcher_log(cluster, NAMESPACE, name).strip().replace("\n", "\n    "), flush=True)
+            cluster.kubectl("delete", "mpijob", "-n", NAMESPACE, name, "--wait=true", timeout=120)
     say("real node stopped: containers, mounts, bridge and state removed")
     return True
 

@@ -2,7 +2,8 @@
 
 One cluster for the package (started at the first e2e test, stopped after the last one, so that it
 does not overlap the integration suite's session cluster): control plane, the real node with our
-images imported, our webhook and reconciler. Needs Linux and root; elsewhere every test is skipped
+images imported, our operator deployed from its images (Dockerfile.webhook, Dockerfile.reconciler)
+as pods in mpi-operator. Needs Linux and root; elsewhere every test is skipped
 with the reason. The binaries and images are built (once, cached) by `make node-images`, which
 `make test` runs first; the fixture builds them too when called alone.
 """
@@ -19,12 +20,13 @@ import pytest
 
 from tests.harness import HarnessError
 from tests.harness.binaries import find_bin_dir
+from tests.harness.operator_deploy import deploy, operator_image_archives
 from tests.harness.realnode import RealNodeCluster, image_archives, node_bin_dir, unavailable
-from tests.operator_processes import OperatorReconciler, OperatorWebhook
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MPIJOB_CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 HERE = Path(__file__).resolve().parent
+DEPLOY_TIMINGS: dict[str, float] = {}  # seconds from `kubectl apply -k` to each step, for the report
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -36,7 +38,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="package")
 def real_cluster(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodeCluster]:
-    """The control plane plus the real node, with our webhook (registered as shipped) and reconciler."""
+    """The control plane plus the real node, with our operator deployed from its own images by
+    `kubectl apply --server-side -k` (tests/harness/operator_deploy.py)."""
     reason = unavailable()
     if reason:
         pytest.skip(f"no real node here: {reason}")
@@ -44,24 +47,19 @@ def real_cluster(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathF
     logs = os.environ.get("MPIJOB_CLUSTER_LOGS")
     try:
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-            bin_dir, node_bin, images = find_bin_dir(), node_bin_dir(), image_archives()
+            bin_dir, node_bin = find_bin_dir(), node_bin_dir()
+            images = image_archives() + operator_image_archives()
         cluster = RealNodeCluster(bin_dir=bin_dir, node_bin_dir=node_bin, images=images, crds=[MPIJOB_CRD],
                                   keep_logs=Path(logs) / "e2e" if logs else None)
         cluster.start()
     except HarnessError as err:
         pytest.fail(f"the real-node cluster did not start: {err}", pytrace=False)
-    work = tmp_path_factory.mktemp("e2e-operator")
-    webhook, reconciler = OperatorWebhook(cluster, work), OperatorReconciler(cluster, work)
     try:
-        webhook.start()
-        webhook.wait_ready()
-        webhook.register()
-        reconciler.start()
-        reconciler.wait_ready()
+        DEPLOY_TIMINGS.update(deploy(cluster, tmp_path_factory.mktemp("e2e-operator")))
         yield cluster
+    except HarnessError as err:
+        pytest.fail(f"the operator did not deploy: {err}", pytrace=False)
     finally:
-        reconciler.stop()
-        webhook.stop()
         cluster.stop()
 
 

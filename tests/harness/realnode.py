@@ -576,8 +576,7 @@ def remove_containers(socket: Path) -> None:
 
 # ---- command line: `make e2e-up` / `make e2e-down`
 def _up(work_dir: Path) -> int:
-    from tests.operator_processes import OperatorReconciler, OperatorWebhook  # noqa: PLC0415
-
+    from .operator_deploy import deploy, operator_image_archives  # noqa: PLC0415
     from .workdir import read_state, write_state  # noqa: PLC0415
 
     state = read_state(work_dir)
@@ -586,29 +585,20 @@ def _up(work_dir: Path) -> int:
         print(f"already running ({work_dir}); `make e2e-down` first", file=sys.stderr)
         return 1
     crd = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
-    cluster = RealNodeCluster(work_dir, images=image_archives(), crds=[crd], detach=True,
-                              keep_logs=work_dir / "logs")
+    cluster = RealNodeCluster(work_dir, images=image_archives() + operator_image_archives(), crds=[crd],
+                              detach=True, keep_logs=work_dir / "logs")
     cluster.start()
     try:
-        operator_dir = work_dir / "operator"
-        webhook, reconciler = OperatorWebhook(cluster, operator_dir), OperatorReconciler(cluster, operator_dir)
-        for component in (webhook, reconciler):
-            component.start()
-            component.wait_ready()
-        webhook.register()
+        timings = deploy(cluster, work_dir / "operator")
     except BaseException:
         cluster.stop()
         raise
     state = cluster.state()
-    for component in (webhook, reconciler):
-        assert component.process is not None
-        pid = component.process.pid
-        state["processes"].append(processes.ProcessRecord(
-            name=component.name, pid=pid, start_ticks=processes.proc_start_ticks(pid), argv=component.argv,
-            log=str(component.log)).to_json())
     state["real_node"] = {"dir": str(cluster.node_paths.dir), "socket": str(cluster.node_paths.socket)}
     write_state(work_dir, state)
-    print(f"control plane and real node up in {cluster.timings['total']:.1f}s; operator running")
+    print(f"control plane and real node up in {cluster.timings['total']:.1f}s; operator deployed from its images "
+          f"(kubectl apply -k: webhook called after {timings['webhook-called']:.1f}s, reconciler leader after "
+          f"{timings['reconciler-leader']:.1f}s)")
     print(f"export KUBECONFIG={cluster.kubeconfig}")
     return 0
 

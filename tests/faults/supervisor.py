@@ -137,7 +137,7 @@ class SupervisedReconciler:
         synced = run.poll_synced() if run is not None else None
         return None if synced is None else time.monotonic() - synced
 
-    def wait_synced(self, timeout: float = 90.0) -> None:
+    def wait_synced(self, timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout
         while self.synced_for() is None:
             if time.monotonic() > deadline:

@@ -33,10 +33,12 @@ from tests.faults.workload import (
     delete_all_and_wait_for_gc,
     delete_namespace,
     duplicates,
+    event_reasons,
     lost_or_foreign_workers,
     percentile,
     plan_jobs,
     pods_created_while_suspended,
+    unanswered_creates,
     wait_workers_left,
     write_summary,
     writes_by_reconciler,
@@ -93,6 +95,8 @@ class RunResult:
     gc_seconds: float
     kills: list[str]
     exits: int
+    events: dict[str, int]
+    unanswered: int
 
 
 def run_once(cluster: LocalCluster, work_dir: Path, namespace: str, plans: list[JobPlan],
@@ -111,6 +115,7 @@ def run_once(cluster: LocalCluster, work_dir: Path, namespace: str, plans: list[
             reconciler.wait_synced()
             problems: dict[str, Problems] = {"wrong terminal state": wrong_states(cluster, namespace, plans),
                                              "workers left": wait_workers_left(cluster, namespace, plans)}
+            reasons = event_reasons(cluster, namespace)
             orphans, gc_seconds = delete_all_and_wait_for_gc(cluster, namespace)
             problems["orphans"] = orphans
         events = audit_in(cluster, namespace, outcome.audit_offset)
@@ -120,7 +125,7 @@ def run_once(cluster: LocalCluster, work_dir: Path, namespace: str, plans: list[
         problems["unexpected exits"] = [f"run {e.run} exit {e.code} after {e.after:.1f}s:\n{tail(e.tail, 8)}"
                                         for e in reconciler.unexpected_exits]
         return RunResult(outcome, dict(writes_by_reconciler(events)), problems, gc_seconds, killer.landed,
-                         len(reconciler.unexpected_exits))
+                         len(reconciler.unexpected_exits), dict(reasons), unanswered_creates(events))
     finally:
         delete_namespace(cluster, namespace)
 
@@ -144,7 +149,9 @@ def kill_suite(cluster: LocalCluster, rng: random.Random, tmp_path: Path, *, job
                f"{result.outcome.seconds:.0f} s to all terminal (per job p50 {percentile(durations, 0.5):.1f} s, "
                f"max {max(durations):.1f} s), GC {result.gc_seconds:.0f} s, "
                f"{sum(result.writes.values())} reconciler writes")
-        record(f"    writes: {write_summary(collections.Counter(result.writes))}")
+        record(f"    writes: {write_summary(collections.Counter(result.writes))}; creates answered 5xx (in flight "
+               f"at a kill): {result.unanswered}")
+        record(f"    MPIJob events: {write_summary(collections.Counter(result.events))}")
         record("    problems: " + ", ".join(f"{k}: {len(v)}" for k, v in result.problems.items()))
     for landed in killed.kills:
         record(f"    kill: {landed}")

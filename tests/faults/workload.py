@@ -21,7 +21,7 @@ from typing import Any
 
 from tests.harness import LocalCluster
 from tests.harness.audit import WRITE_VERBS, audit_events, resource_of
-from tests.harness.rest import ApiError
+from tests.harness.rest import ApiError, RestClient, client_context
 from tests.integration.mpijobs import mpijob
 
 JSON = dict[str, Any]
@@ -178,6 +178,12 @@ class Driver:
 
 
 # ---- checks
+def patient(cluster: LocalCluster, timeout: float = 120) -> RestClient:
+    """A client for large lists: a busy API server takes more than the harness' 10 s to answer them."""
+    return RestClient(cluster.server, client_context(cluster.ca_file, cluster.admin_cert, cluster.admin_key),
+                      timeout=timeout)
+
+
 def audit_size(cluster: LocalCluster) -> int:
     log = cluster.audit_log
     return log.stat().st_size if log is not None and log.exists() else 0
@@ -206,15 +212,29 @@ def duplicates(events: list[JSON]) -> dict[str, int]:
 
 
 def lost_or_foreign_workers(events: list[JSON], plans: list[JobPlan]) -> dict[str, str]:
-    """Per job, the worker names not created exactly once each (missing ones and ones outside 0..W-1)."""
+    """Per job, the worker names that never existed and the ones outside 0..W-1. A worker existed when
+    its create was answered 201, or when the scheduler bound it (``pods/binding`` 201): a create still in
+    flight when the reconciler was killed is answered 504 by the API server, and may have been stored."""
     counts = created(events)
     problems = {}
     for plan in plans:
-        want = {f"{plan.name}-worker-{i}" for i in range(plan.workers)}
-        got = {name for (res, name), n in counts.items() if res == "pods" and name.startswith(f"{plan.name}-worker-")}
+        prefix = f"{plan.name}-worker-"
+        want = {f"{prefix}{i}" for i in range(plan.workers)}
+        got = {name for (res, name), n in counts.items() if res in ("pods", "pods/binding") and name.startswith(prefix)}
         if want != got:
             problems[plan.name] = f"missing {sorted(want - got)[:5]}, unexpected {sorted(got - want)[:5]}"
     return problems
+
+
+def unanswered_creates(events: list[JSON]) -> int:
+    """Creates answered 5xx: in flight when their client died (the API server logs 504), outcome unknown."""
+    return sum(1 for e in events if e.get("verb") == "create" and (e.get("responseStatus") or {}).get("code", 0) >= 500)
+
+
+def event_reasons(cluster: LocalCluster, namespace: str) -> collections.Counter[str]:
+    """reason -> count of the Events about MPIJobs in the namespace."""
+    events = patient(cluster).get(f"/api/v1/namespaces/{namespace}/events?fieldSelector=involvedObject.kind=MPIJob")
+    return collections.Counter(str(e.get("reason")) for e in events["items"])
 
 
 def pods_created_while_suspended(events: list[JSON], plans: list[JobPlan], outcome: Outcome) -> list[str]:
@@ -258,7 +278,7 @@ def wrong_states(cluster: LocalCluster, namespace: str, plans: list[JobPlan]) ->
 
 
 def workers_now(cluster: LocalCluster, namespace: str) -> collections.Counter[str]:
-    pods = cluster.rest.get(core_path(namespace, "pods") + "?labelSelector=training.kubeflow.org/job-role=worker")
+    pods = patient(cluster).get(core_path(namespace, "pods") + "?labelSelector=training.kubeflow.org/job-role=worker")
     return collections.Counter(p["metadata"]["labels"]["training.kubeflow.org/job-name"] for p in pods["items"]
                                if not p["metadata"].get("deletionTimestamp"))
 
@@ -280,7 +300,7 @@ def leftovers(cluster: LocalCluster, namespace: str) -> list[str]:
     """Every child-kind object left in the namespace (its kube-root-ca.crt ConfigMap excepted)."""
     names = []
     for plural in CHILD_RESOURCES:
-        for obj in cluster.rest.get(core_path(namespace, plural))["items"]:
+        for obj in patient(cluster).get(core_path(namespace, plural))["items"]:
             if plural == "configmaps" and obj["metadata"]["name"] == "kube-root-ca.crt":
                 continue
             names.append(f"{plural}/{obj['metadata']['name']}")

@@ -168,6 +168,13 @@ class ServiceAccountCredentials:
         return datetime.now(UTC) + period < self.expires
 
 
+def shipped_reconciler_args() -> list[str]:
+    """The container args of the reconciler Deployment we ship."""
+    deployment = yaml.safe_load(RECONCILER_DEPLOYMENT.read_text())
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return [str(arg) for arg in container.get("args") or []]
+
+
 def reconciler_service_account() -> tuple[str, str]:
     """The namespace and ServiceAccount the shipped reconciler Deployment runs as."""
     deployment = yaml.safe_load(RECONCILER_DEPLOYMENT.read_text())
@@ -210,16 +217,22 @@ class OperatorReconciler(_Process):
     given another ``kubeconfig``."""
 
     def __init__(self, cluster: LocalCluster, work_dir: Path, *extra: str, name: str = "reconciler",
-                 kubeconfig: Path | None = None) -> None:
+                 kubeconfig: Path | None = None, as_shipped: bool = False) -> None:
+        """``as_shipped``: exactly the container args of ``deploy/reconciler`` (leader election on, the
+        default client limits), only the kubeconfig and the two ports added, then ``extra``."""
         self.dir = work_dir / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.health_port, self.monitoring_port = free_port(), free_port()
-        argv = [sys.executable, "-m", "reconciler", f"--kubeConfig={kubeconfig or cluster.kubeconfig}",
-                "--leader-elect=false",
-                f"--health-port={self.health_port}", f"--monitoring-port={self.monitoring_port}",
-                "--kube-api-qps=200", "--kube-api-burst=400", "--controller-queue-rate-limit=100", "--threadiness=4",
-                *extra]
+        fast = ["--leader-elect=false", "--kube-api-qps=200", "--kube-api-burst=400",
+                "--controller-queue-rate-limit=100", "--threadiness=4"]
+        argv = [sys.executable, "-m", "reconciler", *(shipped_reconciler_args() if as_shipped else fast),
+                f"--kubeConfig={kubeconfig or cluster.kubeconfig}",
+                f"--health-port={self.health_port}", f"--monitoring-port={self.monitoring_port}", *extra]
         super().__init__(name, argv, self.dir / f"{name}.log")
+
+    def log_count(self, text: str) -> int:
+        """How many lines of the log contain ``text``."""
+        return sum(text in line for line in self.log.read_text(errors="replace").splitlines())
 
     def wait_ready(self) -> None:
         """Until its caches are synced (its log says so)."""

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
+import orjson
 import pytest
 
 from tests.harness import HarnessError, LocalCluster
@@ -91,4 +92,17 @@ def namespace(cluster: LocalCluster, request: pytest.FixtureRequest) -> Iterator
     try:
         yield name
     finally:
+        keep_events(cluster, name)
         cluster.rest.request("DELETE", f"/api/v1/namespaces/{name}", {"propagationPolicy": "Background"})
+
+
+def events_file(cluster: LocalCluster) -> Path:
+    """Where the events of every test namespace are kept, for the end-of-session secret scan."""
+    return cluster.work_dir / "events.jsonl"
+
+
+def keep_events(cluster: LocalCluster, namespace: str) -> None:
+    """Append the namespace's events to ``events_file`` before the namespace (and they) go."""
+    with contextlib.suppress(Exception), events_file(cluster).open("ab") as out:
+        for event in cluster.rest.get(f"/api/v1/namespaces/{namespace}/events")["items"]:
+            out.write(orjson.dumps(event) + b"\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import tempfile
 import uuid
@@ -70,6 +71,11 @@ def cluster(pytestconfig: pytest.Config) -> Iterator[LocalCluster]:
             yield local
         finally:
             local.stop()
+            if local.audit_log is not None:
+                if local.keep_logs is not None:
+                    with contextlib.suppress(OSError):
+                        shutil.copy2(local.audit_log, local.keep_logs / "audit.log")
+                shutil.rmtree(local.audit_log.parent, ignore_errors=True)
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -82,6 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--results", type=Path, default=None, help="JSON results file (default: in the cache)")
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/ alone")
     parser.add_argument("--img-dir", type=Path, default=IMG)
+    parser.add_argument("--doc", type=Path, default=DOCS / "benchmarks.md", help="the page holding the peer section")
     parser.add_argument("--note", action="append", default=[], help="a note printed under the section")
     parser.add_argument("--render", type=Path, nargs="+", default=None,
                         help="no measurement: redraw the docs section and plots from these results files")
@@ -252,10 +253,17 @@ def merge(files: list[Path]) -> dict[str, Any]:
         data = json.loads(path.read_text())
         for run in data["runs"]:
             run["round"] += 100 * index
+            run["source"] = index
+        for b0 in data["b0"]:
+            b0["source"] = index
+        command = "python -m hack.bench_peer " + " ".join(data["meta"].get("argv", []))
         if merged is None:
             merged = data
+            merged["meta"]["commands"] = [command]
             continue
         meta = merged["meta"]
+        meta["commands"].append(command)
+        meta["date"] = f"{meta['date']} and {data['meta']['date']}"
         meta["rounds"] = f"{meta['rounds']}+{data['meta']['rounds']}"
         for setting in data["meta"]["settings"]:
             if setting not in meta["settings"]:
@@ -282,9 +290,9 @@ def render(results: dict[str, Any], args: argparse.Namespace, command: str) -> N
     cdf = report.plot_b4(results, args.img_dir / "peer-b4-cdf.png")
     if cdf is not None:
         images.append(cdf)
-    text = report.section(results, [p.resolve() for p in images], DOCS.resolve(), command)
-    report.replace_section(DOCS / "benchmarks.md", text)
-    print(f"\nwrote the peer section of docs/benchmarks.md and {', '.join(p.name for p in images)}")
+    text = report.section(results, [p.resolve() for p in images], args.doc.resolve().parent, command)
+    report.replace_section(args.doc, text)
+    print(f"\nwrote the peer section of {args.doc} and {', '.join(p.name for p in images)}")
 
 
 def main() -> None:
@@ -292,7 +300,7 @@ def main() -> None:
     if args.render:
         results = merge(args.render)
         results["meta"]["notes"] = [*results["meta"].get("notes", []), *args.note]
-        render(results, args, "python -m hack.bench_peer " + " ".join(results["meta"].get("argv", [])))
+        render(results, args, "`; `".join(results["meta"]["commands"]))
         return
     results = new_results(args)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

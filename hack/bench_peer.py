@@ -160,7 +160,7 @@ async def run_operator(load: ApiLoad, make: Callable[[str], Operator], setting: 
             m = await measure.one_job(load, f"b3-{tag}-w{workers}", workers, operator.pid, limit)
             run["b3"].append(m)
             say(f"  B3 W={workers}: all workers {m['ttac']:.3f} s, launcher {m['launcher']:.3f} s, "
-                f"CPU {m['cpu']:.2f} s, RSS {m['rss_kb'] / 1024:.1f} MiB")
+                f"CPU {m['cpu']:.2f} s, RSS {m['rss_kb'] / 1024:.1f} MiB, watches reopened {m['watch_reopened']}")
 
     def b4(rate: float) -> Callable[[Operator], Awaitable[None]]:
         async def body(_: Operator) -> None:

@@ -26,26 +26,51 @@ WORKER_ROLE = "training.kubeflow.org/job-role"
 
 class Watch:
     """A watch on one collection from the moment it is opened, calling ``on_event(type, object, seconds)``
-    (``seconds``: perf_counter time of arrival) until it returns True."""
+    (``seconds``: perf_counter time of arrival) until it returns True. A stream the API server ends early
+    (e.g. a watcher too slow for a burst of 1,000 pods) is reopened from the last resourceVersion seen; if
+    that is too old (410), a LIST delivers the current objects as ADDED."""
 
     def __init__(self, load: ApiLoad, path: str, on_event: Callable[[str, dict[str, Any], float], bool]) -> None:
         self.load, self.path, self.on_event = load, path, on_event
         self.opened = asyncio.Event()
+        self.reopened = 0
         self.task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
         assert self.load.session is not None
-        params = {"watch": "1", "allowWatchBookmarks": "false", "timeoutSeconds": "3600"}
-        async with self.load.session.get(self.load.server + self.path, params=params) as response:
-            response.raise_for_status()
-            self.opened.set()
-            async for line in response.content:
-                now = time.perf_counter()
-                if not line.strip():
-                    continue
-                event = orjson.loads(line)
-                if self.on_event(event["type"], event["object"], now):
-                    return
+        version = ""
+        while True:
+            params = {"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": "3600"}
+            if version:
+                params["resourceVersion"] = version
+            async with self.load.session.get(self.load.server + self.path, params=params) as response:
+                response.raise_for_status()
+                self.opened.set()
+                async for line in response.content:
+                    now = time.perf_counter()
+                    if not line.strip():
+                        continue
+                    event = orjson.loads(line)
+                    obj = event["object"]
+                    if event["type"] == "ERROR":
+                        version = await self._relist()
+                        if version == "done":
+                            return
+                        break
+                    version = obj.get("metadata", {}).get("resourceVersion", version)
+                    if event["type"] != "BOOKMARK" and self.on_event(event["type"], obj, now):
+                        return
+            self.reopened += 1
+
+    async def _relist(self) -> str:
+        status, listing = await self.load.request("GET", self.path)
+        if status != 200:
+            raise RuntimeError(f"LIST {self.path}: {status} {listing}")
+        now = time.perf_counter()
+        for item in listing["items"]:
+            if self.on_event("ADDED", item, now):
+                return "done"
+        return str(listing["metadata"]["resourceVersion"])
 
     async def ready(self) -> None:
         done, _ = await asyncio.wait([self.task, asyncio.create_task(self.opened.wait())], timeout=30,
@@ -59,7 +84,6 @@ class Watch:
 
     def cancel(self) -> None:
         self.task.cancel()
-
 
 async def create_namespace(load: ApiLoad, name: str) -> None:
     status, answer = await load.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
@@ -108,7 +132,8 @@ async def one_job(load: ApiLoad, namespace: str, workers: int, pid: int, limit: 
         pods.cancel()
         jobs.cancel()
     result = {"workers": workers, "ttac": times["workers"] - started, "launcher": times["launcher"] - started,
-              "cpu": after.cpu_seconds - before.cpu_seconds, "rss_kb": after.rss_kb}
+              "cpu": after.cpu_seconds - before.cpu_seconds, "rss_kb": after.rss_kb,
+              "watch_reopened": pods.reopened + jobs.reopened}
     if not keep:
         await delete_namespace(load, namespace, limit=600)
     return result

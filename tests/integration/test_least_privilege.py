@@ -12,6 +12,7 @@ denied, nothing used that is not granted, and nothing granted that was never use
 from __future__ import annotations
 
 import base64
+import contextlib
 import ssl
 import urllib.error
 import urllib.request
@@ -236,6 +237,10 @@ def leader_elected_run(cluster: LocalCluster, work_dir: Path, credentials: Servi
                        lock_namespace: str, watched: str) -> None:
     """A second reconciler, leader election on, under the same token; it watches one empty namespace so that
     it never competes with the session reconciler. It must acquire the Lease and renew it at least once."""
+    # An earlier test may have left the Lease (released): start without one, so that create is used too.
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/{lock_namespace}/leases/mpi-operator"
+    with contextlib.suppress(ApiError):
+        cluster.rest.request("DELETE", lease)
     process = OperatorReconciler(cluster, work_dir, "--leader-elect=true", f"--lock-namespace={lock_namespace}",
                                  f"--namespace={watched}", name=f"leader-{uuid.uuid4().hex[:6]}",
                                  kubeconfig=credentials.kubeconfig)

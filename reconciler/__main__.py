@@ -145,8 +145,13 @@ def _stopped_informers(controller: Controller) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["render"]:
+        from reconciler import render  # noqa: PLC0415  (the offline renderer needs no API client)
+
+        return render.main(arguments[1:])
     try:
-        options = parse_options(argv)
+        options = parse_options(arguments)
     except OptionsError as error:
         print(f"python -m reconciler: error: {error}", file=sys.stderr)
         return 2

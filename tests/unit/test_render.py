@@ -1,0 +1,89 @@
+"""``python -m reconciler render``: every example rendered offline, compared whole with a golden file.
+
+Regenerate the golden files after an intended change with ``UPDATE_GOLDEN=1 pytest tests/unit/test_render.py``
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reconciler.render import PLACEHOLDER_UID, render_job
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.yaml"))
+GOLDEN = Path(__file__).resolve().parent / "golden" / "render"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+
+
+def render(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "reconciler", "render", *args], capture_output=True, text=True,
+                          input=stdin, cwd=REPO_ROOT, timeout=60, check=False)
+
+
+def matches_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.write_text(text)
+    assert path.exists(), f"no golden file {path.name}: run with UPDATE_GOLDEN=1 and review it"
+    assert text == path.read_text()
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_every_example_renders_as_its_golden_file(example: Path) -> None:
+    result = render(str(example))
+    invalid = example.stem.startswith("invalid")
+    assert result.returncode == (1 if invalid else 0), result.stderr
+    matches_golden(example.stem + (".txt" if invalid else ".yaml"), result.stderr if invalid else result.stdout)
+
+
+def test_objects_in_creation_order_with_the_job_as_controller() -> None:
+    job = yaml.safe_load((REPO_ROOT / "examples" / "pi-openmpi.yaml").read_text())
+    objects = render_job(job, cluster_domain="cluster.local", gang=None)
+    kinds = [obj["kind"] for obj in objects]
+    workers = job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+    assert kinds == ["Service", "ConfigMap", "Secret", *["Pod"] * workers, "Job"]
+    for obj in objects:
+        assert obj["metadata"]["ownerReferences"][0]["uid"] == PLACEHOLDER_UID
+    assert ".svc.cluster.local slots=" in objects[1]["data"]["hostfile"]
+
+
+def test_gang_scheduling_adds_the_pod_group_and_json_output() -> None:
+    result = render("-o", "json", "--gang-scheduling=volcano", str(REPO_ROOT / "examples" / "pi-openmpi.yaml"))
+    assert result.returncode == 0, result.stderr
+    items = yaml.safe_load(result.stdout)["items"]
+    assert [item["kind"] for item in items][3] == "PodGroup"
+    assert items[3]["apiVersion"] == "scheduling.volcano.sh/v1beta1"
+    assert {item["spec"]["template"]["spec"].get("schedulerName") for item in items if item["kind"] == "Job"} == {
+        "volcano"}
+
+
+@pytest.mark.parametrize(("stdin", "message"), [
+    pytest.param("kind: Pod\nmetadata: {name: p}\n", "not an MPIJob (kind 'Pod')", id="not an MPIJob"),
+    pytest.param("a: [", "python -m reconciler render: error: -: while parsing", id="not YAML"),
+    pytest.param("", "python -m reconciler render: error: -: no MPIJob in it", id="empty"),
+    pytest.param("apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nmetadata: {name: x}\nspec:\n  slotsPerWorker: two\n"
+                 "  mpiReplicaSpecs: {Launcher: {template: {spec: {containers: [{name: c, image: i}]}}}}\n",
+                 'The MPIJob "x" is invalid: spec.slotsPerWorker: Invalid value: "two"', id="wrong type"),
+])
+def test_bad_input_is_one_clear_message(stdin: str, message: str) -> None:
+    result = render("-", stdin=stdin)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith(message), result.stderr
+    assert result.stdout == ""
+
+
+def test_a_job_too_large_for_its_config_map_is_refused() -> None:
+    job = yaml.safe_load((REPO_ROOT / "examples" / "pi-openmpi.yaml").read_text())
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 30000
+    result = render("-", stdin=yaml.safe_dump(job))
+    assert result.returncode == 1
+    assert "would need" in result.stderr
+    assert "more than the 1048576 bytes a ConfigMap can hold" in result.stderr

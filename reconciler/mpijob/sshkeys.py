@@ -6,16 +6,17 @@ Upstream makes a fresh ECDSA P-521 key per MPIJob: the private key as a PEM ``EC
 
 from __future__ import annotations
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-
 from reconciler.mpijob.builders.secret import SSHKeyPair
 
 __all__ = ["SSHKeyPair", "generate_ssh_key_pair"]
 
 
 def generate_ssh_key_pair() -> SSHKeyPair:
-    """A new random ECDSA P-521 key pair, encoded as the Secret stores it."""
+    """A new random ECDSA P-521 key pair, encoded as the Secret stores it. cryptography (~7 MiB) is imported
+    by the first call: a reconciler with no MPIJob never loads it."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+
     private_key = ec.generate_private_key(ec.SECP521R1())
     private_pem = private_key.private_bytes(
         serialization.Encoding.PEM,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,10 +24,10 @@ from tests.harness import LocalCluster
 from tests.harness.rest import ApiError
 from tests.operator_processes import REPO_ROOT, free_port
 
-# Everything at the reconciler's defaults (leader election on, Lease in mpi-operator, 2 workers,
-# queue rate 10, child-event delay 0.2 s, progress writes 1 s apart) except the client rate limit:
-# at 5 QPS the 50 jobs (about 1,500 pods) would take minutes per run just for their creates.
-FLAGS = ("--kube-api-qps=50", "--kube-api-burst=100")
+# The reconciler's defaults: leader election on (Lease in mpi-operator), 2 workers, queue rate 10, child-event
+# delay 0.2 s, progress writes 1 s apart, and no client-side rate limit (the API server's Priority and
+# Fairness pushes back with 429s). A test may add flags of its own.
+FLAGS: tuple[str, ...] = ()
 LOCK_NAMESPACE = "mpi-operator"
 RESTART_DELAY = 0.5  # seconds between an exit and the next start
 SYNCED = b"caches synced"
@@ -143,6 +144,20 @@ class SupervisedReconciler:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the reconciler did not sync within {timeout} s:\n{tail(self.log_text())}")
             time.sleep(0.1)
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the current run has used so far."""
+        run = self.current
+        if run is None or run.popen.poll() is not None:
+            return 0.0
+        raw = Path(f"/proc/{run.popen.pid}/stat").read_text()
+        fields = raw[raw.rindex(")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def sync_durations(self) -> list[float]:
+        """The durations (ms) of every sync the runs logged."""
+        found = re.findall(r"msg=sync .*?duration_ms=([0-9.]+)", self.all_logs())
+        return sorted(float(ms) for ms in found)
 
     def all_logs(self) -> str:
         return "\n".join(self.log_text(run) for run in self.runs)

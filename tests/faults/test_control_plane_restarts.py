@@ -7,11 +7,12 @@ again when the launcher is made to finish, so that the job's completion and its 
 happen across the outage. The job must complete with every worker created exactly once and nothing
 left behind. From the audit log: the watches and lists the reconciler made after each restart.
 
-The reconciler runs with its default flags (5 QPS, burst 10: the restart lands while it is still
-creating workers). With leader election on (the default), an API server outage longer than the renew
-deadline (5 s) makes it give up the Lease and exit, as upstream does; its restart then lists afresh.
-So that the informers' own resume and relist is what is tested, the process runs with
-``--leader-elect=false`` and must never exit; the full suite also runs everything at the defaults
+The reconciler runs with its default flags (no client-side rate limit; on two cores the restart
+still lands while it creates the workers of a 256-worker job). With leader election on (the
+default), an API server outage longer than the renew deadline (5 s) makes it give up the Lease and
+exit, as upstream does; its restart then lists afresh. So that the informers' own resume and relist
+is what is tested, the process runs with ``--leader-elect=false`` and must never exit; the full
+suite also runs everything at the defaults
 (exits allowed, counted).
 """
 
@@ -103,7 +104,7 @@ def restart_during(cluster: LocalCluster, reconciler: SupervisedReconciler, comp
 def restart_suite(cluster: LocalCluster, tmp_path: Path, *, workers: int, restart_etcd: bool,
                   leader_elect: bool) -> None:
     namespace = create_namespace(cluster, f"faults-restarts-{uuid.uuid4().hex[:5]}")
-    flags = () if leader_elect else ("--leader-elect=false",)  # the client's defaults: 5 QPS, burst 10
+    flags = () if leader_elect else ("--leader-elect=false",)
     name, began, offset = f"restart-w{workers}", time.monotonic(), audit_size(cluster)
     reconciler = SupervisedReconciler(cluster, tmp_path / "reconciler", flags)
 

@@ -12,6 +12,8 @@ import logging
 import time
 from typing import Any
 
+import aiohttp
+
 from reconciler.mpijob import caches as slim
 from reconciler.mpijob.builders import GangScheduling
 from reconciler.mpijob.caches import Caches
@@ -139,6 +141,10 @@ class Controller:
             outcome = "resource_exists"
             self.queue.add_rate_limited(key)
             logger.warning("sync blocked", extra={"kv": {"key": key, "error": str(error)}})
+        except (aiohttp.ClientError, OSError) as error:  # the API server unreachable or restarting: one line
+            outcome = "unreachable"
+            self.queue.add_rate_limited(key)
+            logger.warning("sync failed", extra={"kv": {"key": key, "error": repr(error)}})
         except Exception:
             self.queue.add_rate_limited(key)
             logger.exception("error syncing", extra={"kv": {"key": key}})

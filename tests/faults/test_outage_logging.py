@@ -1,9 +1,8 @@
 """What the reconciler logs while the API server is unreachable (seen in the restart tests).
 
 During a kube-apiserver restart every sync fails with a connection error, and ``Controller.process``
-logs each one with ``logger.exception``: a 40-line aiohttp traceback per failed sync, at error level,
-where one line naming the key and the error would do (the sync is requeued anyway). Known, reported;
-the test is expected to fail until the controller logs connection errors as one line.
+logged each one with ``logger.exception``: a 40-line aiohttp traceback per failed sync, at error level,
+where one line naming the key and the error does (the sync is requeued anyway). Regression test.
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ class _Unreachable:
         raise aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443 [Connect call failed]")
 
 
-@pytest.mark.xfail(strict=True, reason="Controller.process logs a connection error with its whole traceback")
 async def test_a_sync_failing_for_an_unreachable_api_server_logs_one_line(caplog: pytest.LogCaptureFixture) -> None:
     reconciler: Any = _Unreachable()
     controller = Controller(SimpleNamespace(), reconciler, WorkQueue())  # type: ignore[arg-type]

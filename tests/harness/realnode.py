@@ -58,6 +58,7 @@ CLUSTER_DOMAIN = "cluster.local"
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
 K8S_NAMESPACE = "k8s.io"  # containerd namespace the kubelet (CRI) sees
 REAL_NODE_LABEL = "mpijob.kubeflow.org/real-node"
+OWNER_FILE = CACHE / "realnode-owner.json"  # which work dir holds the machine's one real node
 ALL_IMAGES = ("pause", "openmpi", "mpich", "intel")
 
 
@@ -282,6 +283,7 @@ class RealNodeCluster(LocalCluster):
         self.cluster_domains = list(cluster_domains)
         self.node_processes: list[processes.Process] = []
         self.node_timings: dict[str, float] = {}
+        self._owns_node = False
         flags = list(kwargs.pop("apiserver_flags", ()))
         super().__init__(work_dir, nodes=nodes, apiserver_flags=flags, **kwargs)
 
@@ -449,6 +451,9 @@ class RealNodeCluster(LocalCluster):
                 raise HarnessError("; ".join(errors))
 
     def _stop_node(self) -> None:
+        if not self._owns_node:  # it never got as far as taking the node (or refused to)
+            return
+        self._owns_node = False
         by_name = {p.name: p for p in self.node_processes}
         if "kubelet" in by_name:
             by_name["kubelet"].stop()
@@ -464,9 +469,23 @@ class RealNodeCluster(LocalCluster):
         teardown_network()
         remove_kubepods_cgroups()
         shutil.rmtree(self.node_paths.dir, ignore_errors=True)
+        if _owner_dir() == self.work_dir:
+            OWNER_FILE.unlink(missing_ok=True)
 
     def _cleanup_stale(self) -> None:
-        """A killed run may have left the bridge, the NAT chain, mounts and cgroups: remove them."""
+        """Refuse to start next to a live real node (one per machine: the bridge is fixed); otherwise a
+        killed run may have left the bridge, the NAT chain, mounts and cgroups: remove them."""
+        from .workdir import read_state  # noqa: PLC0415
+
+        other = _owner_dir()
+        if other is not None and other != self.work_dir:
+            state = read_state(other) or {}
+            if any(processes.is_running(processes.ProcessRecord.from_json(r)) for r in state.get("processes", [])):
+                raise HarnessError(f"a real node is already running from {other} (one per machine; "
+                                   "`make e2e-down` stops the one `make e2e-up` started)")
+        OWNER_FILE.parent.mkdir(parents=True, exist_ok=True)
+        OWNER_FILE.write_text(json.dumps({"work_dir": str(self.work_dir)}))
+        self._owns_node = True
         teardown_network()
         unmount_under(CONTAINERD_ROOT)
         remove_kubepods_cgroups()
@@ -481,6 +500,14 @@ class RealNodeCluster(LocalCluster):
         shims = [pid for pid in _pids() if _is_our_shim(pid, self.node_paths.socket)]
         rss["containerd-shims"] = sum(processes.rss_of(pid) for pid in shims)
         return rss
+
+
+def _owner_dir() -> Path | None:
+    """The work dir of the cluster that last took the machine's real node, if recorded."""
+    try:
+        return Path(json.loads(OWNER_FILE.read_text())["work_dir"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _read_member(archive: Path, name: str) -> str:
@@ -621,6 +648,8 @@ def _down(work_dir: Path) -> int:
         shutil.rmtree(node["dir"], ignore_errors=True)
     teardown_network()
     remove_kubepods_cgroups()
+    if _owner_dir() == work_dir:
+        OWNER_FILE.unlink(missing_ok=True)
     if work_dir.is_dir():
         shutil.rmtree(work_dir / "operator", ignore_errors=True)
         remove_runtime_data(work_dir, owned=False, keep_logs=work_dir / "logs")

@@ -246,6 +246,22 @@ def keep_logs(tmp: Path, target: Path) -> None:
         shutil.copy(log, target / log.parent.name / log.name)
 
 
+LOCAL_OPTIONS = ("--results", "--img-dir", "--doc", "--no-docs", "--note", "--render")
+
+
+def public_args(argv: list[str]) -> list[str]:
+    """The command line without the options naming local files (the docs must not name this machine's paths)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg.split("=", 1)[0] in LOCAL_OPTIONS:
+            skip = "=" not in arg and arg != "--no-docs"
+        else:
+            out.append(arg)
+    return out
+
+
 def merge(files: list[Path]) -> dict[str, Any]:
     """Several results files as one: rounds renumbered so that each file's rounds pair among themselves."""
     merged: dict[str, Any] | None = None
@@ -256,7 +272,7 @@ def merge(files: list[Path]) -> dict[str, Any]:
             run["source"] = index
         for b0 in data["b0"]:
             b0["source"] = index
-        command = "python -m hack.bench_peer " + " ".join(data["meta"].get("argv", []))
+        command = " ".join(["python -m hack.bench_peer", *public_args(data["meta"].get("argv", []))])
         if merged is None:
             merged = data
             merged["meta"]["commands"] = [command]
@@ -311,7 +327,7 @@ def main() -> None:
     finally:
         save(results, results_path)
         say(f"results kept in {results_path}")
-    render(results, args, "python -m hack.bench_peer " + " ".join(sys.argv[1:]))
+    render(results, args, " ".join(["python -m hack.bench_peer", *public_args(sys.argv[1:])]))
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ class Informer:
                 if error.status in (401, 403):
                     raise FatalWatchError(f"{self.resource.plural}: {error}") from error
                 if error.gone:
+                    logger.info("watch expired, relisting", extra={"kv": {"resource": self.resource.plural}})
                     self._version = ""
                     continue
                 logger.warning("watch failed", extra={"kv": {"resource": self.resource.plural, "error": str(error)}})

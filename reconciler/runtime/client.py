@@ -11,6 +11,7 @@ import asyncio
 import asyncio.sslproto
 import os
 import platform
+import socket
 import ssl
 from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
@@ -136,7 +137,7 @@ class KubeClient:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(ssl=self._ssl_context(), limit=64)
+            connector = aiohttp.TCPConnector(ssl=self._ssl_context(), limit=64, socket_factory=keepalive_socket)
             self._session = aiohttp.ClientSession(
                 connector=connector, json_serialize=lambda o: orjson.dumps(o).decode(),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
@@ -200,6 +201,19 @@ def _api_error(status: int, raw: bytes) -> ApiError:
     if not isinstance(body, dict):
         return ApiError(status, "", str(body)[:500])
     return ApiError(status, str(body.get("reason") or ""), str(body.get("message") or ""))
+
+
+def keepalive_socket(addr_info: tuple[Any, ...]) -> socket.socket:
+    """A TCP socket whose keepalive probes start after 30 s of silence (3 probes, 10 s apart): a watch whose
+    connection died silently (a NAT or load balancer forgot it) fails within about a minute and is resumed,
+    instead of waiting for its read timeout. client-go gets the same from HTTP/2 pings."""
+    family, kind, proto = addr_info[0], addr_info[1], addr_info[2]
+    sock = socket.socket(family=family, type=kind, proto=proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, option):  # Linux; other systems keep their defaults
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+    return sock
 
 
 def retry_after(header: str | None, attempt: int) -> float:

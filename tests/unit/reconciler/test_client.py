@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -13,7 +14,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from reconciler.runtime.client import ApiError, KubeClient, retry_after, split_lines
+from reconciler.runtime.client import ApiError, KubeClient, keepalive_socket, retry_after, split_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -145,3 +146,15 @@ def test_no_kubeconfig_outside_a_cluster(tmp_path: Path) -> None:
     assert result.stderr.strip() == (
         f"python -m reconciler: error: no kubeconfig: pass --kubeConfig or set KUBECONFIG ({tmp_path}/.kube/config "
         "does not exist), or run in a cluster (KUBERNETES_SERVICE_HOST is not set)")
+
+
+def test_api_connections_probe_a_silent_peer_within_a_minute() -> None:
+    sock = keepalive_socket((socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("127.0.0.1", 1)))
+    try:
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        if hasattr(socket, "TCP_KEEPIDLE"):
+            probes = [sock.getsockopt(socket.IPPROTO_TCP, getattr(socket, name))
+                      for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT")]
+            assert probes == [30, 10, 3]
+    finally:
+        sock.close()

@@ -397,7 +397,7 @@ def draw_cdf(ax: Any, results: dict[str, Any], rate: float, legend_size: int = 7
             n = len(pooled) + len(waiting)  # censored jobs never reach the curve: it tops out below 1
             every = [*pooled, *waiting]
             p50, p99 = pct(every, 50), pct(every, 99)
-            bound = f" (>=: {len(waiting)} of {n} never created in the wait)" if waiting else ""
+            bound = f"\n  (lower bounds: {len(waiting)}/{n} not created in the wait)" if waiting else ""
             ax.step(pooled, [(i + 1) / n for i in range(len(pooled))], where="post", color=color,
                     linestyle=line, label=f"{NAMES[kind]}, {setting}: p50 {p50:.2f} s, p99 {p99:.2f} s{bound}")
     ax.axvline(2.0, color="gray", linestyle=":", label="p99 target 2 s")
@@ -409,7 +409,7 @@ def draw_cdf(ax: Any, results: dict[str, Any], rate: float, legend_size: int = 7
     ax.set_title(f"B4: {meta['b4_jobs']} MPIJobs x {meta['b4_workers']} workers at {rate:g}/s "
                  "(rounds pooled); left is better", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=legend_size, loc="lower right")
+    ax.legend(fontsize=legend_size, loc="upper left")
 
 
 def _bars(ax: Any, groups: list[str], series: dict[str, list[float]], colors: dict[str, str], ylabel: str,
@@ -487,7 +487,7 @@ def plot_b4(results: dict[str, Any], path: Path) -> Path | None:
     if not rates or not has_b4(results):
         return None
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(rates), figsize=(5.5 * len(rates), 4.5), dpi=110, squeeze=False)
+    fig, axes = plt.subplots(1, len(rates), figsize=(7 * len(rates), 5), dpi=110, squeeze=False)
     for ax, rate in zip(axes[0], rates, strict=True):
         draw_cdf(ax, results, rate)
     fig.tight_layout()

@@ -12,6 +12,8 @@ from typing import Any
 import yaml
 
 from tests.harness import LocalCluster
+from tests.harness.operator_deploy import NAMESPACE as OPERATOR_NAMESPACE
+from tests.harness.operator_deploy import RECONCILER
 from tests.harness.wait import HarnessError, wait_for
 
 UPSTREAM = Path(__file__).resolve().parent / "upstream"
@@ -113,3 +115,16 @@ def assert_pi(log: str, hosts: list[str]) -> None:
     ranks = {int(r): h.split(".")[0] for r, h in RANK_LINE.findall(log)}
     assert sorted(ranks) == list(range(len(hosts))), log
     assert sorted(ranks.values()) == sorted(hosts), log
+
+
+def reconciler_syncs(cluster: LocalCluster, namespace: str, name: str) -> int:
+    """How many syncs of the MPIJob the deployed reconciler has logged (its canonical ``msg=sync`` line)."""
+    log = cluster.kubectl("logs", "-n", OPERATOR_NAMESPACE, f"deployment/{RECONCILER}", "--tail=-1").stdout
+    return log.count(f"msg=sync key={namespace}/{name} ")
+
+
+def wait_synced_again(cluster: LocalCluster, namespace: str, name: str, after: int, timeout: float = 60) -> None:
+    """Until the reconciler has synced the MPIJob more than ``after`` times: an absence checked afterwards
+    is proven by a sync that saw the job, not by a guess at how long one takes."""
+    wait_for(lambda: reconciler_syncs(cluster, namespace, name) > after, timeout=timeout, interval=0.5,
+             what=f"another sync of {namespace}/{name}")

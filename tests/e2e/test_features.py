@@ -4,7 +4,6 @@ launcher's log."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import yaml
@@ -17,9 +16,11 @@ from tests.e2e.jobs import (
     diagnostics,
     get_job,
     launcher_log,
+    reconciler_syncs,
     run_to_success,
     upstream_pi,
     wait_finished,
+    wait_synced_again,
 )
 from tests.harness import LocalCluster
 from tests.harness.wait import wait_for
@@ -63,7 +64,9 @@ def test_suspended_has_no_pods_then_resumed_succeeds(real_cluster: LocalCluster,
     apply(real_cluster, namespace, job)
     wait_for(lambda: conditions(get_job(real_cluster, namespace, "pi")).get("Suspended", {}).get("status") == "True",
              60, 0.3, what="the MPIJob Suspended")
-    time.sleep(3)
+    synced = reconciler_syncs(real_cluster, namespace, "pi")
+    real_cluster.kubectl("annotate", "mpijob", "pi", "-n", namespace, "test.mpijob/nudge=1", check=True)
+    wait_synced_again(real_cluster, namespace, "pi", synced)  # a later sync of the suspended job made no pod
     assert _pods(real_cluster, namespace) == []
     real_cluster.kubectl("patch", "mpijob", "pi", "-n", namespace, "--type=merge",
                          "-p", '{"spec":{"runPolicy":{"suspend":false}}}', check=True)
@@ -122,7 +125,7 @@ def test_job_managed_by_multikueue_is_left_alone(real_cluster: LocalCluster, nam
     job = upstream_pi("openmpi", "mk")
     job["spec"]["runPolicy"]["managedBy"] = "kueue.x-k8s.io/multikueue"
     apply(real_cluster, namespace, job)
-    time.sleep(5)
+    wait_synced_again(real_cluster, namespace, "mk", 0)  # the reconciler saw it (and left it alone)
     assert _pods(real_cluster, namespace) == []
     final = get_job(real_cluster, namespace, "mk")
     assert not (final.get("status") or {}).get("conditions"), yaml.safe_dump(final.get("status"))

@@ -24,8 +24,9 @@ from reconciler.mpijob.resources import MPIJOBS
 from reconciler.mpijob.sshkeys import generate_ssh_key_pair
 from reconciler.mpijob.sync import Reconciler
 from reconciler.options import Options, OptionsError, parse_options
-from reconciler.runtime.client import ApiError, KubeClient, StartupError, load_configuration
+from reconciler.runtime.client import ApiError, KubeClient, StartupError
 from reconciler.runtime.health import Health, serve
+from reconciler.runtime.kubeconfig import load_configuration
 from reconciler.runtime.leader import LeaderElector
 from reconciler.runtime.settle import Settler
 from reconciler.runtime.workqueue import WorkQueue

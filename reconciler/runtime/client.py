@@ -14,13 +14,11 @@ import platform
 import socket
 import ssl
 from collections.abc import AsyncIterable, AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
 
-from reconciler.runtime.kubeconfig import KubeconfigError, in_cluster_config, load_kubeconfig, needs_plugin
 from reconciler.runtime.ratelimit import TokenBucket
 from shared.jsondict import JSONDict
 
@@ -66,52 +64,6 @@ class ApiError(Exception):
 
 class StartupError(Exception):
     """The process cannot start: a message for the user, printed as one line."""
-
-
-def kubeconfig_path(kubeconfig: str) -> str:
-    """The kubeconfig file to load, or "" for the in-cluster configuration; StartupError when none works."""
-    if kubeconfig:
-        if not os.path.isfile(kubeconfig):
-            raise StartupError(f"kubeconfig {kubeconfig}: no such file")
-        return kubeconfig
-    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.environ.get("KUBERNETES_SERVICE_PORT"):
-        return ""
-    default = os.path.expanduser("~/.kube/config")
-    if not os.path.isfile(default):
-        raise StartupError(f"no kubeconfig: pass --kubeConfig or set KUBECONFIG ({default} does not exist), "
-                           "or run in a cluster (KUBERNETES_SERVICE_HOST is not set)")
-    return default
-
-
-async def load_configuration(kubeconfig: str = "", master: str = "") -> Any:
-    """A client configuration: from ``kubeconfig`` if given, else in-cluster, else ~/.kube/config.
-    Raises StartupError naming the problem. Credential plugins (exec, auth-provider) go through
-    kubernetes-asyncio's loader; everything else through ours, which costs no memory to speak of."""
-    path = kubeconfig_path(kubeconfig)
-    try:
-        if not path:
-            configuration: Any = in_cluster_config()
-        elif needs_plugin(Path(path)):
-            configuration = await _plugin_configuration(path)
-        else:
-            configuration = load_kubeconfig(Path(path))
-    except KubeconfigError as error:
-        raise StartupError(f"kubeconfig {path} is not usable: {error}" if path else str(error)) from None
-    if master:
-        configuration.host = master
-    return configuration
-
-
-async def _plugin_configuration(path: str) -> Any:
-    from kubernetes_asyncio import config  # noqa: PLC0415  (~60 MiB: only for credential plugins)
-    from kubernetes_asyncio.client import Configuration  # noqa: PLC0415
-
-    configuration = Configuration()
-    try:
-        await config.load_kube_config(config_file=path, client_configuration=configuration)
-    except Exception as error:  # the loader raises ConfigException, YAML errors, KeyError, TypeError, OSError
-        raise KubeconfigError(" ".join(str(error).split()) or type(error).__name__) from None
-    return configuration
 
 
 class KubeClient:

@@ -7,7 +7,8 @@ import urllib.request
 
 import pytest
 
-from reconciler.runtime.client import KubeClient, load_configuration
+from reconciler.runtime.client import KubeClient
+from reconciler.runtime.kubeconfig import load_configuration
 from reconciler.runtime.leader import LeaderElector
 from tests.harness import LocalCluster
 from tests.integration.mpijobs import Jobs, mpijob

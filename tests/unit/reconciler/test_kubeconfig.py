@@ -88,7 +88,7 @@ def test_credential_plugins_are_left_to_kubernetes_asyncio(tmp_path: Path) -> No
 def test_the_reconciler_never_imports_kubernetes_asyncio_for_a_plain_kubeconfig(tmp_path: Path) -> None:
     path = kubeconfig(tmp_path, {"server": "https://127.0.0.1:1"}, {"token": "t"})
     code = ("import asyncio, sys\n"
-            "from reconciler.runtime.client import load_configuration\n"
+            "from reconciler.runtime.kubeconfig import load_configuration\n"
             f"asyncio.run(load_configuration({str(path)!r}))\n"
             "import reconciler.__main__\n"
             "print(sorted(m for m in sys.modules if m.startswith('kubernetes_asyncio')))\n")

@@ -85,6 +85,10 @@ demo: $(STAMP) testbin
 crd: $(STAMP)
 	$(PY) hack/gen_crd.py
 
+.PHONY: api-reference
+api-reference: $(STAMP)  ## regenerate docs/api-reference.md from the API models
+	$(PY) hack/gen_api_reference.py
+
 bench-webhook: $(STAMP)
 	$(PY) -m hack.bench_webhook
 

@@ -7,10 +7,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# klog flags upstream deployments pass (e.g. -alsologtostderr): accepted and ignored.
+# The klog flags the Go binary registers (v0.8.2: klog.InitFlags in cmd/mpi-operator/app/options), which
+# upstream's manifests pass (-alsologtostderr) and users add (-v=2): accepted and ignored, so upstream's
+# Deployment args work unchanged; our logs are configured by --log-level and --log-format.
 _KLOG_BOOL = ("alsologtostderr", "logtostderr", "skip_headers", "skip_log_headers", "add_dir_header", "one_output",
               "legacy_stderr_threshold_behavior")
-_KLOG_VALUE = ("v", "vmodule", "log_dir", "log_file", "log_file_max_size", "stderrthreshold", "log_backtrace_at")
+_KLOG_VALUE = ("v", "vmodule", "log_dir", "log_file", "log_file_max_size", "stderrthreshold", "log_backtrace_at",
+               "alsologtostderrthreshold")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from .wait import HarnessError, wait_for
 BUILD_SCRIPT = REPO_ROOT / "hack" / "build-operator-images.sh"
 NAMESPACE = "mpi-operator"
 WEBHOOK = "mpijob-webhook"
-RECONCILER = "mpijob-reconciler"
+RECONCILER = "mpi-operator"  # upstream's Deployment name (deploy/reconciler, docs/migration.md)
 TLS_SECRET = "mpijob-webhook-tls"
 CANARY = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "webhook-canary"},
           "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 2, "template": {"spec": {"containers": [

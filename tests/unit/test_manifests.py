@@ -18,6 +18,7 @@ from webhook.certs import service_dns_names
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 NAMESPACE, SERVICE = "mpi-operator", "mpijob-webhook"
+RECONCILER = "mpi-operator"  # upstream's Deployment name, kept (docs/migration.md)
 Doc = dict[str, Any]
 
 
@@ -214,13 +215,33 @@ def test_serving_certificate() -> None:
 
 
 def test_reconciler_deployment() -> None:
-    deployment, c = one("Deployment", "mpijob-reconciler"), container("mpijob-reconciler")
+    deployment, c = one("Deployment", RECONCILER), container(RECONCILER)
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "mpi-operator"
     assert c["command"] == ["python", "-m", "reconciler"]
     assert f"--lock-namespace={NAMESPACE}" in c["args"]
     get = c["livenessProbe"]["httpGet"]
     assert (get["path"], port_number(c, get["port"])) == ("/healthz", 8080)
+
+
+# Upstream's Deployment (v0.8.2 deploy/v2beta1/mpi-operator.yaml; manifests/overlays/standalone renders the
+# same): its selector is immutable, so ours must be equal for `kubectl apply` over it to be a rolling update.
+UPSTREAM_LABELS = {"app": "mpi-operator", "app.kubernetes.io/component": "mpijob",
+                   "app.kubernetes.io/name": "mpi-operator", "kustomize.component": "mpi-operator"}
+
+
+def test_reconciler_deployment_replaces_upstreams_in_place() -> None:
+    deployment = one("Deployment", RECONCILER)
+    assert (deployment["metadata"]["name"], deployment["metadata"]["namespace"]) == ("mpi-operator", "mpi-operator")
+    assert deployment["spec"]["selector"] == {"matchLabels": UPSTREAM_LABELS}
+    assert deployment["metadata"]["labels"] == UPSTREAM_LABELS
+    assert deployment["spec"]["template"]["metadata"]["labels"] == UPSTREAM_LABELS
+    assert "strategy" not in deployment["spec"], "the default rolling update starts ours before stopping upstream's"
+    assert container(RECONCILER)["name"] == "mpi-operator", "upstream's container name: merged, not added"
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "mpi-operator"
+    one("ServiceAccount", "mpi-operator")
+    one("ClusterRole", "mpi-operator")
+    one("ClusterRoleBinding", "mpi-operator")
 
 
 # The reconciler's grants, exactly: tests/integration/test_least_privilege.py proves from the audit log that
@@ -276,7 +297,7 @@ def test_leases_only_in_the_lock_namespace() -> None:
     assert binding["metadata"]["namespace"] == NAMESPACE
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": LEASE_ROLE}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "mpi-operator", "namespace": NAMESPACE}]
-    assert f"--lock-namespace={NAMESPACE}" in container("mpijob-reconciler")["args"]
+    assert f"--lock-namespace={NAMESPACE}" in container(RECONCILER)["args"]
 
 
 def test_cluster_role_binding() -> None:

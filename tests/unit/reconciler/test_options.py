@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from reconciler.__main__ import main
@@ -60,3 +62,51 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[:2] == ["API Version: v2", "Version: 0.1.0"]
+
+
+# Upstream's container args, exactly as its v0.8.2 manifests pass them: deploy/v2beta1/mpi-operator.yaml and
+# manifests/overlays/standalone (lock in mpi-operator), manifests/overlays/kubeflow (lock in kubeflow).
+UPSTREAM_ARGS = {
+    "standalone": (["-alsologtostderr", "--lock-namespace=mpi-operator"], "mpi-operator"),
+    "kubeflow": (["-alsologtostderr", "--lock-namespace=kubeflow"], "kubeflow"),
+    "base": (["-alsologtostderr"], "mpi-operator"),
+}
+
+
+@pytest.mark.parametrize("overlay", sorted(UPSTREAM_ARGS))
+def test_upstream_manifest_args(overlay: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBEFLOW_NAMESPACE", raising=False)
+    argv, lock_namespace = UPSTREAM_ARGS[overlay]
+    assert parse_options(argv) == dataclasses.replace(parse_options([]), lock_namespace=lock_namespace)
+
+
+# Every flag `mpi-operator -h` (v0.8.2) lists besides its own options (klog's), in the forms Go's flag
+# package accepts: -x, --x, -x=v, -x v. Accepted and ignored: nothing of the parsed options changes.
+KLOG_FLAGS = [
+    ["-add_dir_header"], ["-alsologtostderr"], ["-alsologtostderr=true"], ["--alsologtostderr"],
+    ["-alsologtostderrthreshold=INFO"], ["-legacy_stderr_threshold_behavior=false"], ["-log_backtrace_at", "x.go:1"],
+    ["-log_dir=/tmp"], ["-log_file", "/tmp/log"], ["-log_file_max_size=1800"], ["-logtostderr=false"],
+    ["-logtostderr"], ["-one_output"], ["-skip_headers"], ["-skip_log_headers"], ["-stderrthreshold=INFO"],
+    ["-v=2"], ["-v", "4"], ["--v=6"], ["-vmodule=controller=4"],
+]
+
+
+@pytest.mark.parametrize("argv", KLOG_FLAGS, ids=" ".join)
+def test_klog_flags_are_accepted_and_ignored(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBEFLOW_NAMESPACE", raising=False)
+    assert parse_options([*argv, "--threadiness=3"]) == parse_options(["--threadiness=3"])
+
+
+def test_every_go_option_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """upstream's own flags (cmd/mpi-operator/app/options/options.go, v0.8.2), single-dash as Go writes them."""
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    options = parse_options(["-master=https://api:6443", "-kubeConfig=/k", "-namespace=ns", "-threadiness=3",
+                             "-monitoring-port=8443", "-gang-scheduling=volcano", "-lock-namespace=kubeflow",
+                             "-kube-api-qps=20", "-kube-api-burst=30", "-controller-queue-rate-limit=5",
+                             "-controller-queue-burst=50", "-cluster-domain=cluster.local"])
+    assert (options.master, options.kubeconfig, options.namespace, options.threadiness, options.monitoring_port,
+            options.gang_scheduling, options.lock_namespace, options.kube_api_qps, options.kube_api_burst,
+            options.queue_rate_limit, options.queue_burst, options.cluster_domain) == (
+        "https://api:6443", "/k", "ns", 3, 8443, "volcano", "kubeflow", 20.0, 30, 5.0, 50, "cluster.local")

@@ -21,6 +21,7 @@ Slimmer = Callable[[JSONDict], JSONDict | None]
 _POD_META_KEYS = ("name", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
 _POD_LABELS = (c.LABEL_OPERATOR_NAME, c.LABEL_JOB_NAME, c.LABEL_JOB_ROLE)  # what names.role_selector selects on
 _REF_KEYS = ("apiVersion", "kind", "name", "uid", "controller")
+_CAUSE_LIMIT = 1024  # a pending cause longer than a condition message is cut
 _META_KEYS = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences", "creationTimestamp",
               "deletionTimestamp")
 
@@ -46,6 +47,21 @@ def _slim_pod_meta(obj: JSONDict, ref: JSONDict) -> JSONDict:
     return slim
 
 
+def pending_cause(status: JSONDict) -> tuple[str, str] | None:
+    """Why a pod that is not ready waits, as (reason, message): the scheduler's PodScheduled=False, else a
+    container's waiting state (an error such as ImagePullBackOff before ContainerCreating); None if neither."""
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return str(cond.get("reason") or "Unschedulable"), str(cond.get("message") or "")
+    waiting = [state["waiting"] for key in ("initContainerStatuses", "containerStatuses")
+               for container in status.get(key) or [] if isinstance(state := container.get("state"), dict)
+               and isinstance(state.get("waiting"), dict) and state["waiting"].get("reason")]
+    errors = [w for w in waiting if w["reason"] not in ("ContainerCreating", "PodInitializing")]
+    for found in errors or waiting:
+        return str(found["reason"]), str(found.get("message") or "")
+    return None
+
+
 def slim_pod(obj: JSONDict) -> JSONDict | None:
     ref = controller_of(obj)
     if ref is None or not (owned_by_mpijob(obj) or ref.get("kind") == "Job"):
@@ -55,6 +71,10 @@ def slim_pod(obj: JSONDict) -> JSONDict | None:
     ready = [cond for cond in status.get("conditions") or [] if cond.get("type") == "Ready"]
     if ready:
         slim_status["conditions"] = [{"type": "Ready", "status": _interned(ready[0].get("status"))}]
+    if not (ready and ready[0].get("status") == "True") and owned_by_mpijob(obj):  # workers: why not ready
+        cause = pending_cause(status)
+        if cause is not None:  # the same cause is shared by many pods: one copy of its strings
+            slim_status["cause"] = (sys.intern(cause[0][:_CAUSE_LIMIT]), sys.intern(cause[1][:_CAUSE_LIMIT]))
     return {"kind": "Pod", "metadata": _slim_pod_meta(obj, ref), "status": slim_status}
 
 

@@ -67,10 +67,16 @@ unit: $(STAMP)
 peer-bin:
 	@if command -v go >/dev/null; then bash hack/build-peer.sh >/dev/null; else echo "peer-bin: no Go, the handover test will be skipped"; fi
 
-integration: $(STAMP) testbin peer-bin
+# Kueue (sigs.k8s.io/kueue) for tests/integration/test_kueue.py, built from the Go module proxy and cached
+# beside the control-plane binaries (docs/kueue.md); without Go those tests are skipped.
+.PHONY: kueue
+kueue:
+	@if command -v go >/dev/null; then bash hack/build-kueue.sh >/dev/null; else echo "kueue: no Go, the Kueue tests will be skipped"; fi
+
+integration: $(STAMP) testbin peer-bin kueue
 	$(VENV)/bin/pytest tests/integration
 
-test: $(STAMP) testbin peer-bin node-images lint
+test: $(STAMP) testbin peer-bin kueue node-images lint
 	$(VENV)/bin/pytest
 
 # The full fault suite: every test marked `faults` (a plain `pytest` leaves them out; `make test` runs

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds Kueue, sigs.k8s.io/kueue, from the Go module proxy, for the Kueue integration tests only
+# (tests/harness/kueue.py, tests/integration/test_kueue.py; never shipped). Modelled on
+# hack/build-peer.sh: the module's go.mod is not a plain `go install` target, so the downloaded module
+# directory is copied to a writable place and ./cmd/kueue is built inside it (its go.mod has no replace
+# directives). Beside the binary it copies, from the same module, what the harness applies to the test
+# API server: the CRDs (config/components/crd/bases), the conversion-webhook patches
+# (config/components/crd/patches) and the admission webhook configurations
+# (config/components/webhook/manifests.yaml, and its kustomization.yaml for the namespace selector it
+# patches in); the harness rewrites the webhooks to reach the local
+# process by URL. Cached beside the control-plane binaries, keyed by version; a second run with the
+# binary present does no work. Prints the binary's path as the last line of stdout; progress goes to
+# stderr.
+set -euo pipefail
+
+KUEUE_VERSION="${KUEUE_VERSION:-v0.19.2}"
+MODULE="sigs.k8s.io/kueue"
+ROOT="${TESTBIN_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/mpijob-operator/testbin}"
+OUT="$ROOT/kueue-$KUEUE_VERSION"
+BIN="$OUT/bin/kueue"
+
+log() { printf '[build-kueue %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+if [[ -x "$BIN" && -f "$OUT/config/webhook/manifests.yaml" ]]; then echo "$BIN"; exit 0; fi
+
+mkdir -p "$ROOT"
+exec 9>"$ROOT/.build-kueue.lock"
+if command -v flock >/dev/null; then
+  flock -n 9 || { log "another build is running; waiting for it ..."; flock 9; }
+fi
+if [[ -x "$BIN" && -f "$OUT/config/webhook/manifests.yaml" ]]; then echo "$BIN"; exit 0; fi
+
+command -v go >/dev/null || { log "error: Go is not installed (need go on PATH)"; exit 2; }
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}" CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+mkdir -p "$OUT/bin" "$OUT/logs"
+
+log "downloading $MODULE@$KUEUE_VERSION from the module proxy ..."
+if ! INFO="$(go mod download -json "$MODULE@$KUEUE_VERSION" 2>"$OUT/logs/download.err")"; then
+  log "error: the Go module proxy does not serve $MODULE@$KUEUE_VERSION:"; cat "$OUT/logs/download.err" >&2
+  exit 3
+fi
+DIR="$(python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])' <<<"$INFO")"
+SRC="$OUT/src"
+rm -rf "$SRC"
+cp -r "$DIR" "$SRC"
+chmod -R u+w "$SRC"
+if grep -qE '^\s*replace\b' "$SRC/go.mod"; then
+  log "warning: $MODULE@$KUEUE_VERSION's go.mod has replace directives; building it as it is"
+fi
+
+# The manifests first (cheap), so that a build that fails later still leaves them for inspection.
+CFG="$OUT/config"
+rm -rf "$CFG"
+mkdir -p "$CFG/crd" "$CFG/crd-patches" "$CFG/webhook"
+cp "$SRC"/config/components/crd/bases/*.yaml "$CFG/crd/"
+cp "$SRC"/config/components/crd/patches/webhook_in_*.yaml "$CFG/crd-patches/"
+cp "$SRC/config/components/crd/kustomization.yaml" "$CFG/crd-patches/kustomization.yaml"
+cp "$SRC/config/components/webhook/kustomization.yaml" "$CFG/webhook/kustomization.yaml"
+cp "$SRC/config/components/webhook/manifests.yaml" "$CFG/webhook/manifests.yaml.tmp"
+
+cd "$SRC"
+log "building ./cmd/kueue (CGO_ENABLED=0) ..."
+VPKG="$MODULE/pkg/version"
+COMMIT="$(python3 -c 'import json,sys; print(json.load(sys.stdin).get("Origin", {}).get("Hash", "unknown"))' <<<"$INFO")"
+LDF="-s -w -X $VPKG.GitVersion=$KUEUE_VERSION -X $VPKG.GitCommit=$COMMIT"
+if [[ -x /usr/bin/time ]]; then
+  /usr/bin/time -v -o "$OUT/logs/kueue.time" go build -mod=mod -trimpath -ldflags "$LDF" \
+    -o "$BIN.tmp" ./cmd/kueue >&2
+else
+  go build -mod=mod -trimpath -ldflags "$LDF" -o "$BIN.tmp" ./cmd/kueue >&2
+fi
+mv "$BIN.tmp" "$BIN"
+# Written last: its presence (with the binary) marks a complete cache directory.
+mv "$CFG/webhook/manifests.yaml.tmp" "$CFG/webhook/manifests.yaml"
+log "built $BIN ($KUEUE_VERSION, commit $COMMIT)"
+echo "$BIN"

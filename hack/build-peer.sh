@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the upstream Go operator, github.com/kubeflow/mpi-operator, from the Go module proxy, for the
-# peer benchmark only (hack/bench_peer.py; never shipped). The proxy refuses `go install ...@v0.8.2`
-# (the module's go.mod is not a plain main-module install target), so the downloaded module directory is
-# copied to a writable place and ./cmd/mpi-operator is built inside it (its go.mod has no replace
-# directives). The binary is cached beside the control-plane binaries, keyed by version; a second run
+# peer benchmark (hack/bench_peer.py) and the handover test (tests/integration/test_handover.py); never
+# shipped. The proxy refuses `go install ...@v0.8.2` (the module's go.mod is not a plain main-module
+# install target), so the downloaded module directory is copied to a writable place and ./cmd/mpi-operator
+# is built inside it (its go.mod has no replace directives). The binary is cached beside the control-plane binaries, keyed by version; a second run
 # with the binary present does no work. Prints the binary's path as the last line of stdout; progress
 # goes to stderr.
 set -euo pipefail

@@ -41,8 +41,92 @@ def test_user_guide_mpijobs_pass_the_webhook_without_warnings(job: dict[str, Any
     assert render_job(job)  # and the reconciler's builders accept it
 
 
-def _flags(parser: argparse.ArgumentParser) -> list[tuple[str, Any]]:
-    """(--long-flag, default) of every documented option of a parser."""
-    return [(next(o for o in action.option_strings if o.startswith("--")), action.default)
-            for action in parser._actions
-            if action.option_strings and action.help != argparse.SUPPRESS and action.dest != "help"]
+OPERATOR_GUIDE = DOCS / "operator-guide.md"
+
+
+def _section(path: Path, heading: str) -> str:
+    """The text under a ``### heading`` up to the next heading."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index(f"\n### {heading}\n")
+    end = text.find("\n#", start + 1)
+    return text[start:end if end != -1 else None]
+
+
+def _webhook_parser(monkeypatch: pytest.MonkeyPatch) -> argparse.ArgumentParser:
+    """The parser ``python -m webhook`` builds (it is local to ``parse_args``)."""
+    import webhook.__main__ as webhook_main  # noqa: PLC0415  (the aiohttp app: only this test needs it)
+
+    seen: list[argparse.ArgumentParser] = []
+
+    def capture(self: argparse.ArgumentParser, *_: Any, **__: Any) -> argparse.Namespace:
+        seen.append(self)
+        return argparse.Namespace()
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    webhook_main.parse_args([])
+    monkeypatch.undo()
+    return seen[0]
+
+
+def _shown(action: argparse.Action) -> str | None:
+    """How the guide writes an option's default; None when it has none to show (switches, lists)."""
+    if action.required:
+        return "required"
+    value = action.default
+    if isinstance(action, argparse._StoreTrueAction) or isinstance(value, list):
+        return None
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, float):
+        return f"`{value:g}`"
+    return '`""`' if value == "" else f"`{value}`"
+
+
+def _parsers(monkeypatch: pytest.MonkeyPatch) -> dict[str, argparse.ArgumentParser]:
+    from reconciler.options import build_parser  # noqa: PLC0415
+    from reconciler.render import build_parser as render_parser  # noqa: PLC0415
+    from webhook.certs import _parser as certs_parser  # noqa: PLC0415
+
+    return {"Reconciler flags": build_parser(), "Webhook flags": _webhook_parser(monkeypatch),
+            "`python -m webhook.certs`": certs_parser(), "`python -m reconciler render`": render_parser()}
+
+
+def test_the_operator_guide_lists_every_flag_with_its_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    for heading, parser in _parsers(monkeypatch).items():
+        rows = {m.group(1): m.group(2).strip() for m in
+                re.finditer(r"^\| `(--[\w-]+)` \|([^|]*)\|", _section(OPERATOR_GUIDE, heading), re.M)}
+        documented = [a for a in parser._actions
+                      if a.option_strings and a.help != argparse.SUPPRESS and a.dest != "help"]
+        flags = {next(o for o in a.option_strings if o.startswith("--")): a for a in documented}
+        assert sorted(set(flags) - set(rows)) == [], f"{heading}: flags missing from docs/operator-guide.md"
+        assert sorted(set(rows) - set(flags)) == [], f"{heading}: rows for flags the command does not have"
+        for flag, action in flags.items():
+            shown = _shown(action)
+            assert shown is None or rows[flag] == shown, f"{heading} {flag}: default {shown}, the guide {rows[flag]}"
+
+
+def _exported(registry: Any) -> set[str]:
+    """Metric names as Prometheus sees them (counters with ``_total``)."""
+    return {m.name + ("_total" if m.type == "counter" else "") for m in registry.collect()}
+
+
+def test_the_operator_guide_names_every_metric() -> None:
+    from datetime import UTC, datetime  # noqa: PLC0415
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from prometheus_client import CollectorRegistry  # noqa: PLC0415
+
+    from reconciler.mpijob.metrics import OperatorMetrics  # noqa: PLC0415
+    from webhook.metrics import WebhookMetrics  # noqa: PLC0415
+
+    reconciler = OperatorMetrics(CollectorRegistry())
+    webhook = WebhookMetrics()
+    reloader = SimpleNamespace(reload_count=1, failure_count=0, loaded=SimpleNamespace(not_after=datetime.now(UTC)))
+    webhook.watch_certificate(reloader)  # type: ignore[arg-type]
+    tables = {m.group(1) for m in re.finditer(r"^\| `(\w+)` \| (?:counter|gauge|histogram) \|",
+                                              OPERATOR_GUIDE.read_text(encoding="utf-8"), re.M)}
+    exported = _exported(reconciler.registry) | _exported(webhook.registry)
+    assert sorted(exported - tables) == [], "metrics missing from docs/operator-guide.md"
+    assert sorted(tables - exported) == [], "docs/operator-guide.md names metrics nobody exports"

@@ -197,6 +197,8 @@ PRINTER_COLUMNS: list[Schema] = [
      "name": "State", "type": "string"},
     {"description": "Number of worker pods", "jsonPath": ".spec.mpiReplicaSpecs.Worker.replicas",
      "name": "Workers", "type": "integer"},
+    {"description": "Whether every worker is ready and, if not, why (the WorkersReady condition)",
+     "jsonPath": '.status.conditions[?(@.type=="WorkersReady")].message', "name": "Ready", "type": "string"},
     {"description": "MPI implementation", "jsonPath": ".spec.mpiImplementation", "name": "Implementation",
      "priority": 1, "type": "string"},
     {"description": "MPI slots per worker", "jsonPath": ".spec.slotsPerWorker", "name": "Slots",

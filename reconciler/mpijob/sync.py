@@ -9,6 +9,7 @@ a status change only after that write succeeded.
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import Cluster, record_events
 from reconciler.mpijob.context import JobContext, ResourceExistsError, Settings
 from reconciler.mpijob.metrics import OperatorMetrics
+from reconciler.mpijob.readiness import WorkersSeen, put_first, update_workers_ready
 from reconciler.mpijob.resources import MPIJOBS
 from reconciler.mpijob.sshkeys import SSHKeyPair
 from reconciler.mpijob.status import (
@@ -35,6 +37,8 @@ from reconciler.runtime.settle import Settler
 from shared.api import FieldError, aggregate, defaulted_dict, parse_mpijob, validate
 from shared.api import constants as c
 from shared.jsondict import JSONDict
+
+logger = logging.getLogger("reconciler")
 
 
 def _without_counts(status: JSONDict) -> JSONDict:
@@ -88,18 +92,25 @@ class Reconciler:
             if ctx.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING):
                 await self._clean_up(ctx)
                 status.setdefault("replicaStatuses", {})[c.WORKER] = {}
+            events += _workers_ready(ctx, status, [])[0]
             return await self._write_status(ctx, before, status, events) or "finished"
         if errors := builders.config_map_size_errors(ctx.job, self.settings.cluster_domain):
             _refuse(ctx, status, events, _validation_event(errors))
+            events += _workers_ready(ctx, status, [])[0]
             return await self._write_status(ctx, before, status, events) or "refused"
         if not status.get("startTime") and not ctx.suspended:
             status["startTime"] = ctx.now
-        launcher, worker_pods = await self._ensure_children(ctx, first_sync=not before.get("conditions"))
+        try:
+            launcher, worker_pods = await self._ensure_children(ctx, first_sync=not before.get("conditions"))
+        except workers.CreateFailedError as failure:
+            await self._report_create_failure(ctx, before, status, events, failure)
+            raise failure.error from None
         if ctx.suspended:
             await self._clean_up(ctx)
         seen = Observed(launcher, children.launcher_pods(ctx, launcher), worker_pods, ctx.suspended)
         status, update = compute_status(ctx.namespace, ctx.name, status, seen, ctx.now)
-        if gone := await self._write_status(ctx, before, status, events + update.events):
+        ready_events, refresh = _workers_ready(ctx, status, worker_pods, launcher_waits=launcher is None)
+        if gone := await self._write_status(ctx, before, status, events + ready_events + update.events, refresh):
             return gone
         if launcher is not None:
             self.metrics.job_info.labels(launcher["metadata"]["name"], ctx.namespace).set(1)
@@ -130,13 +141,29 @@ class Reconciler:
         if self.settings.gang is not None:
             await gang.delete_pod_group(ctx)
 
-    async def _write_status(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event]) -> str:
+    async def _report_create_failure(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event],
+                                     failure: workers.CreateFailedError) -> None:
+        """The WorkersReady condition says which create the API refused and why; the sync fails as before, with
+        the API's error (a failed write of this status is only logged)."""
+        ready_events, _ = _workers_ready(ctx, status, failure.existing, launcher_waits=not ctx.launcher_at_startup
+                                         and ctx.caches.jobs.get(ctx.namespace, ctx.name + c.LAUNCHER_SUFFIX) is None,
+                                         create_error=failure.error.message)
+        try:
+            await self._write_status(ctx, before, status, events + ready_events)
+        except ApiError as error:
+            logger.info("status not written", extra={"kv": {"key": ctx.key, "error": str(error)}})
+
+    async def _write_status(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event],
+                            refresh: JSONDict | None = None) -> str:
         """One status write, only on change, with the resourceVersion read (a conflict is retried); a change of
-        worker counts alone is spaced out by the settler. Returns "deleted" when the job is gone, else ""."""
+        worker counts alone is spaced out by the settler. ``refresh`` is the up-to-date WorkersReady condition,
+        written only along with another change. Returns "deleted" when the job is gone, else ""."""
         if status != before:
             progress_only = _without_counts(status) == _without_counts(before)
             if progress_only and self.settler.postpone(ctx.key, ctx.uid, "status"):
                 return ""
+            if refresh is not None:
+                put_first(status, refresh)
             try:
                 await self.cluster.replace_status(MPIJOBS, {**ctx.cached, "status": status})
             except ApiError as error:
@@ -158,6 +185,14 @@ def _with_created_condition(ctx: JobContext, status: JSONDict) -> tuple[JSONDict
     message = f"MPIJob {ctx.namespace}/{ctx.name} is created."
     set_condition(status, c.CONDITION_CREATED, c.CONDITION_TRUE, c.REASON_CREATED, message, ctx.now)
     return status, [Event("Normal", c.REASON_CREATED, message)]
+
+
+def _workers_ready(ctx: JobContext, status: JSONDict, worker_pods: list[JSONDict], *, launcher_waits: bool = False,
+                   create_error: str | None = None) -> tuple[list[Event], JSONDict | None]:
+    """The WorkersReady condition set in ``status`` (readiness.py): its events, and the condition to write along."""
+    seen = WorkersSeen(worker_pods, ctx.worker_replicas, suspended=ctx.suspended, clean_pod_policy=ctx.clean_pod_policy,
+                       launcher_waits=launcher_waits and not ctx.launcher_at_startup, create_error=create_error)
+    return update_workers_ready(status, seen, ctx.now)
 
 
 def _refuse(ctx: JobContext, status: JSONDict, events: list[Event], why: Event) -> None:

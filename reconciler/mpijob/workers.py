@@ -24,6 +24,14 @@ from shared.jsondict import JSONDict
 T = TypeVar("T")
 
 
+class CreateFailedError(Exception):
+    """The API refused a worker create (a quota, an admission webhook): the error, and the workers that exist."""
+
+    def __init__(self, error: ApiError, existing: list[JSONDict]) -> None:
+        super().__init__(str(error))
+        self.error, self.existing = error, existing
+
+
 def worker_index(job_name: str, pod_name: str) -> int | None:
     """The index in ``<job>-worker-<i>`` (the name, unlike the shifted label, never lies)."""
     prefix = names.worker_name(job_name, 0)[:-1]
@@ -108,7 +116,8 @@ def _existing_workers(ctx: JobContext) -> tuple[dict[int, JSONDict], list[int]]:
 
 async def ensure_workers(ctx: JobContext) -> list[JSONDict]:
     """The worker pods of indexes 0..replicas-1, in index order, creating the missing ones. A failed create
-    cancels the others and is reported in one Warning event, however many workers it concerned."""
+    cancels the others and is reported in one Warning event, however many workers it concerned, and raised
+    as ``CreateFailedError``."""
     if ctx.job.replica_spec(c.WORKER) is None:
         return []
     found, missing = _existing_workers(ctx)
@@ -117,7 +126,7 @@ async def ensure_workers(ctx: JobContext) -> list[JSONDict]:
         created = await _concurrently(ctx, (partial(_create, ctx, index) for index in missing))
     except ApiError as error:
         await ctx.event(Event("Warning", c.REASON_FAILED, f"worker pod created failed: {error}"))
-        raise
+        raise CreateFailedError(error, [found[index] for index in sorted(found)]) from error
     found.update(zip(missing, created, strict=True))
     return [found[index] for index in range(ctx.worker_replicas)]
 

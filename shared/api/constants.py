@@ -73,6 +73,18 @@ REASON_VALIDATION_ERROR: Final = "ValidationError"
 REASON_RESOURCE_EXISTS: Final = "ErrResourceExists"
 REASON_SET_POD_TEMPLATE_RESTART_POLICY: Final = "SetPodTemplateRestartPolicy"
 
+# The WorkersReady condition (ours, not upstream's): whether every worker is Ready and, if not, why.
+# It is kept first in status.conditions, so that upstream's conditions stay last (the State column).
+CONDITION_WORKERS_READY: Final = "WorkersReady"
+REASON_WORKERS_READY: Final = "WorkersReady"
+REASON_UNSCHEDULABLE: Final = "Unschedulable"
+REASON_SCHEDULING_GATED: Final = "SchedulingGated"
+REASON_CREATE_FAILED: Final = "CreateFailed"
+REASON_CONTAINER_CREATING: Final = "ContainerCreating"
+REASON_POD_INITIALIZING: Final = "PodInitializing"
+REASON_WORKERS_STARTING: Final = "WorkersStarting"
+REASON_FINISHED: Final = "MPIJobFinished"
+
 # Labels.
 LABEL_OPERATOR_NAME: Final = "training.kubeflow.org/operator-name"
 LABEL_JOB_NAME: Final = "training.kubeflow.org/job-name"

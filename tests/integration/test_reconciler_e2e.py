@@ -75,11 +75,16 @@ def test_mpijob_succeeds(jobs: Jobs, implementation: str) -> None:
     job = jobs.get("pi")
     assert job["status"]["replicaStatuses"] == {"Launcher": {"succeeded": 1}, "Worker": {}}
     assert job["status"]["completionTime"] >= job["status"]["startTime"]
-    assert [c["type"] for c in job["status"]["conditions"]] == ["Created", "Running", "Succeeded"]
+    assert [c["type"] for c in job["status"]["conditions"]] == ["WorkersReady", "Created", "Running", "Succeeded"]
     assert jobs.wait_condition("pi", "Running", "False")["status"] == "False"
+    workers_ready = job["status"]["conditions"][0]
+    assert {key: value for key, value in workers_ready.items() if not key.endswith("Time")} == {
+        "type": "WorkersReady", "status": "False", "reason": "MPIJobFinished",
+        "message": "MPIJob finished: workers are released"}
     jobs.wait_workers("pi", 0)  # cleanPodPolicy Running
     reasons = [e["reason"] for e in jobs.events("pi")]
-    assert reasons == ["MPIJobCreated", "MPIJobRunning", "MPIJobSucceeded"], reasons
+    assert reasons == ["MPIJobCreated", "WorkersReady", "MPIJobRunning", "MPIJobSucceeded"], reasons
+    assert next(e for e in jobs.events("pi") if e["reason"] == "WorkersReady")["message"] == "2/2 workers ready"
 
 
 def test_launcher_failure_fails_the_job_with_the_pod_reason(jobs: Jobs) -> None:

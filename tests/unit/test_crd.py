@@ -136,7 +136,10 @@ def test_printer_columns(crd: Schema) -> None:
     assert columns["Workers"]["type"] == "integer"
     assert columns["Implementation"]["jsonPath"] == ".spec.mpiImplementation"
     assert columns["Implementation"]["priority"] == 1
-    assert list(columns)[-1] == "Age"
+    assert columns["Ready"] == {
+        "description": "Whether every worker is ready and, if not, why (the WorkersReady condition)",
+        "jsonPath": '.status.conditions[?(@.type=="WorkersReady")].message', "name": "Ready", "type": "string"}
+    assert list(columns) == ["State", "Workers", "Ready", "Implementation", "Slots", "Age"]
 
 
 @pytest.mark.parametrize(

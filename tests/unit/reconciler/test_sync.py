@@ -107,6 +107,19 @@ def condition(kind: str, status: str, reason: str, message: str, at: str = T) ->
             "lastTransitionTime": at}
 
 
+def workers_ready(status: str, reason: str, message: str, at: str = T) -> JSONDict:
+    """Our WorkersReady condition (not upstream's), always first in the list."""
+    return condition("WorkersReady", status, reason, message, at)
+
+
+def finished_workers() -> JSONDict:
+    return workers_ready("False", "MPIJobFinished", "MPIJob finished: workers are released")
+
+
+def suspended_workers(at: str = T) -> JSONDict:
+    return workers_ready("False", "MPIJobSuspended", "MPIJob suspended: workers are released", at)
+
+
 def never_running() -> JSONDict:
     """The synthetic Running=False a finished job gets when it never had a Running condition."""
     return condition("Running", "False", "MPIJobRunning",
@@ -180,7 +193,9 @@ async def test_all_resources_created(implementation: str) -> None:
     assert world.cluster.created("pods", "foo-worker-3") == builders.build_worker(expected_job, 3)
     assert world.cluster.created("jobs", "foo-launcher") == builders.build_launcher_job(expected_job)
     assert world.cluster.status_written() == {
-        "startTime": EARLIER, "conditions": [created_condition("foo")],
+        "startTime": EARLIER,
+        "conditions": [workers_ready("False", "WorkersStarting", "5/5 workers pending: waiting to start"),
+                       created_condition("foo")],
         "replicaStatuses": {"Launcher": {}, "Worker": {}}}
     assert world.cluster.events == [Event("Normal", "MPIJobCreated", "MPIJob default/foo is created.")]
 
@@ -232,6 +247,7 @@ async def test_launcher_succeeded() -> None:
     assert world.cluster.status_written() == {
         "startTime": EARLIER, "completionTime": T,
         "conditions": [
+            finished_workers(),
             created_condition(),
             {"type": "Succeeded", "status": "True", "reason": "MPIJobSucceeded",
              "message": "MPIJob default/test successfully completed.", "lastUpdateTime": T, "lastTransitionTime": T},
@@ -279,6 +295,7 @@ async def test_launcher_failed_takes_the_last_failed_pod_reason() -> None:
     assert world.cluster.status_written() == {
         "startTime": EARLIER, "completionTime": T,
         "conditions": [
+            finished_workers(),
             created_condition(),
             {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded/FailedReason2",
              "message": "Job has reached the specified backoff limit: second message",
@@ -330,7 +347,7 @@ async def test_create_suspended_mpijob(implementation: str) -> None:
     assert world.cluster.created("jobs", "test-launcher")["spec"]["suspend"] is True
     assert world.cluster.status_written() == {
         "conditions": [
-            created_condition(), *suspended_conditions(),
+            suspended_workers(), created_condition(), *suspended_conditions(),
         ],
         "replicaStatuses": {"Launcher": {}, "Worker": {}},
     }
@@ -357,7 +374,7 @@ async def test_suspend_a_running_mpijob() -> None:
     assert world.cluster.status_written() == {
         "startTime": EARLIER,
         "conditions": [
-            created_condition(), *suspended_conditions(),
+            suspended_workers(), created_condition(), *suspended_conditions(),
         ],
         "replicaStatuses": {"Launcher": {"active": 1}, "Worker": {}},
     }
@@ -366,7 +383,7 @@ async def test_suspend_a_running_mpijob() -> None:
 def suspended_job() -> JSONDict:
     job = new_mpijob(workers=8)
     job["status"] = {"startTime": EARLIER, "replicaStatuses": {"Launcher": {}, "Worker": {}}, "conditions": [
-        created_condition(), *suspended_conditions(EARLIER)]}
+        suspended_workers(EARLIER), created_condition(), *suspended_conditions(EARLIER)]}
     return job
 
 
@@ -399,9 +416,12 @@ async def test_resume_with_edited_scheduling_directives(launcher_started: bool) 
     status = world.cluster.status_written()
     assert status["startTime"] == T
     assert status["conditions"] == [
-        created_condition(), suspended_job()["status"]["conditions"][2],
+        workers_ready("False", "WorkersStarting", "8/8 workers pending: waiting to start", EARLIER) | {
+            "lastUpdateTime": T},
+        created_condition(), suspended_job()["status"]["conditions"][3],
         {"type": "Suspended", "status": "False", "reason": "MPIJobResumed", "message": "MPIJob resumed",
          "lastUpdateTime": T, "lastTransitionTime": T}]
+    assert [e.reason for e in world.cluster.events] == ["MPIJobResumed"], "the workers starting again: no event"
     assert status["replicaStatuses"] == {"Launcher": {}, "Worker": {}}
 
 
@@ -426,7 +446,8 @@ async def test_launcher_active_worker_not_ready() -> None:
     await world.sync()
     assert world.cluster.actions == [("update_status", "mpijobs", "test")]
     assert world.cluster.status_written() == {
-        "conditions": [created_condition()], "startTime": EARLIER,
+        "conditions": [workers_ready("False", "WorkersStarting", "8/8 workers pending: waiting to start"),
+                       created_condition()], "startTime": EARLIER,
         "replicaStatuses": {"Launcher": {"active": 1}, "Worker": {}}}
 
 
@@ -441,7 +462,8 @@ async def test_launcher_active_workers_ready_is_running_and_says_so_once() -> No
     status = world.cluster.status_written()
     assert world.cluster.actions == [("update_status", "mpijobs", "test")]
     assert status == {
-        "conditions": [created_condition(), {
+        "conditions": [workers_ready("False", "WorkersStarting", "8/8 workers pending: running, not ready yet"),
+                       created_condition(), {
             "type": "Running", "status": "True", "reason": "MPIJobRunning",
             "message": "MPIJob default/test is running.", "lastUpdateTime": T, "lastTransitionTime": T}],
         "startTime": EARLIER, "replicaStatuses": {"Launcher": {"active": 1}, "Worker": {"active": 8}}}
@@ -507,7 +529,8 @@ async def test_eviction_fails_the_job_and_sets_completion_time() -> None:
     world.add_launcher(pods=[{"phase": "Running"}])
     await world.sync()
     status = world.cluster.status_written()
-    assert status["conditions"][1] == {"type": "Failed", "status": "True", "reason": "MPIJobEvicted",
+    assert status["conditions"][0] == finished_workers()
+    assert status["conditions"][2] == {"type": "Failed", "status": "True", "reason": "MPIJobEvicted",
                                        "message": "1/2 workers are evicted", "lastUpdateTime": T,
                                        "lastTransitionTime": T}
     assert status["completionTime"] == T

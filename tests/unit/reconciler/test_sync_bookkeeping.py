@@ -109,7 +109,8 @@ async def test_a_hostfile_too_large_for_a_config_map_refuses_the_job_before_anyt
                "bytes a ConfigMap can hold")
     assert world.cluster.actions == [("update_status", "mpijobs", "test")]
     assert world.cluster.status_written() == {
-        "conditions": [created_condition(), condition("Failed", "True", "ValidationError", message)],
+        "conditions": [condition("WorkersReady", "False", "MPIJobFinished", "MPIJob finished: workers are released"),
+                       created_condition(), condition("Failed", "True", "ValidationError", message)],
         "completionTime": T, "replicaStatuses": {"Worker": {}}}
     assert world.cluster.events == [Event("Normal", "MPIJobCreated", "MPIJob default/test is created."),
                                     Event("Warning", "ValidationError", message)]

@@ -54,7 +54,8 @@ async def test_the_first_failure_cancels_the_creates_in_flight() -> None:
     with pytest.raises(ApiError, match="denied by a webhook"):
         await asyncio.wait_for(world.sync(), timeout=10)
     assert sorted(world.cluster.cancelled) == ["test-worker-0", "test-worker-2", "test-worker-3"]
-    assert [e.reason for e in world.cluster.events] == ["MPIJobFailed"]
+    assert [e.reason for e in world.cluster.events] == ["MPIJobFailed", "MPIJobCreated", "CreateFailed"], (
+        "one MPIJobFailed event; the status written says why (WorkersReady=False/CreateFailed)")
 
 
 async def test_a_foreign_worker_found_by_create_cancels_the_others() -> None:

@@ -86,7 +86,7 @@ def _default_apiserver_argv(binary: Path, pki: Pki, ports: Ports) -> list[str]:
             f"--service-account-issuer=https://127.0.0.1:{ports.apiserver}/",
             f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC", "--allow-privileged=true",
-            "--disable-admission-plugins=ServiceAccount", "--enable-priority-and-fairness=false",
+            "--disable-admission-plugins=ServiceAccount", "--enable-priority-and-fairness=true",
             "--profiling=false", "--v=1", *advertise_flags()]
 
 

@@ -73,12 +73,18 @@ def test_unschedulable_workers_say_why_until_capacity_appears(jobs: Jobs, cluste
     jobs.create(gpu_job("pi", 2, launcherCreationPolicy="WaitForWorkersReady"))
     condition = workers_ready(jobs, "pi", "Unschedulable")
     nodes = len(cluster.rest.get("/api/v1/nodes")["items"])
-    scheduled = [next(c for c in p["status"]["conditions"] if c["type"] == "PodScheduled")
-                 for p in jobs.workers("pi")]
+
+    def scheduler_answers() -> list[JSON] | None:  # the condition may have been written after the first one
+        found = [c for p in jobs.workers("pi") for c in p["status"].get("conditions") or []
+                 if c["type"] == "PodScheduled"]
+        return found if len(found) == 2 else None
+
+    scheduled = until(scheduler_answers, timeout=30, what="the scheduler's answer for both workers")
     scheduler_says = scheduled[0]["message"]
     assert scheduler_says.startswith(f"0/{nodes} nodes are available: ")
     assert f"{nodes} Insufficient nvidia.com/gpu." in scheduler_says
-    assert [c["reason"] for c in scheduled] == ["Unschedulable", "Unschedulable"]
+    assert [(c["status"], c["reason"], c["message"]) for c in scheduled] == [
+        ("False", "Unschedulable", scheduler_says)] * 2
     assert condition["status"] == "False"
     assert condition["message"] == f"2/2 workers pending: {scheduler_says}{WAITS}"
     until(lambda: events(jobs, "pi", "Unschedulable") or None, timeout=30, what="the Unschedulable event")

@@ -63,7 +63,9 @@ def _pod_cause(pod: JSONDict) -> tuple[int, str, str]:
         return 4, c.REASON_CONTAINER_CREATING, f"{reason}: {message}" if message else reason
     if reason:  # a container waits on an error: ImagePullBackOff, ErrImagePull, CreateContainerConfigError...
         return 1, reason, f"{reason}: {message}" if message else reason
-    text = {"Running": "running, not ready yet", "Failed": "failed", "Succeeded": "exited"}
+    if phase(pod) == "Failed":  # upstream never re-creates a failed worker (restartPolicy Never)
+        return 1, c.REASON_WORKER_FAILED, "failed, and a failed worker is not re-created"
+    text = {"Running": "running, not ready yet", "Succeeded": "exited"}
     return 5, c.REASON_WORKERS_STARTING, text.get(phase(pod), "waiting to start")
 
 

@@ -106,9 +106,12 @@ def pods(*statuses: JSONDict) -> list[JSONDict]:
                "2/2 workers pending: waiting to start (the launcher waits for every worker to be ready)")),
     (pods({"phase": "Running"}, READY), 2, {},
      Readiness("False", "WorkersStarting", "1/2 workers pending: running, not ready yet")),
+    (pods({"phase": "Failed"}, {"phase": "Pending"}), 2, {"create_error": "quota"},
+     Readiness("False", "WorkerFailed", "2/2 workers pending: failed, and a failed worker is not re-created",
+               warning=True)),
 ], ids=["all ready", "no workers", "unschedulable", "unschedulable first", "image errors before create failures",
         "create failure before starting", "create failure with every existing worker ready", "creating",
-        "the launcher waits", "running, not ready"])
+        "the launcher waits", "running, not ready", "a failed worker"])
 def test_the_most_informative_cause_with_counts(workers: list[JSONDict], replicas: int, extra: dict[str, Any],
                                                 expected: Readiness) -> None:
     assert assess(workers, replicas, **extra) == expected

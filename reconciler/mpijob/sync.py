@@ -26,6 +26,7 @@ from reconciler.mpijob.status import (
     Event,
     Observed,
     compute_status,
+    find_condition,
     is_finished,
     launcher_done,
     set_condition,
@@ -92,7 +93,8 @@ class Reconciler:
             if ctx.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING):
                 await self._clean_up(ctx)
                 status.setdefault("replicaStatuses", {})[c.WORKER] = {}
-            events += _workers_ready(ctx, status, [])[0]
+            if find_condition(status, c.CONDITION_WORKERS_READY) is not None:  # not added to jobs finished before it
+                events += _workers_ready(ctx, status, [])[0]
             return await self._write_status(ctx, before, status, events) or "finished"
         if errors := builders.config_map_size_errors(ctx.job, self.settings.cluster_domain):
             _refuse(ctx, status, events, _validation_event(errors))

@@ -307,3 +307,18 @@ async def test_a_refused_create_says_why_once_while_each_failed_sync_keeps_its_w
     assert [a for a in world.cluster.actions if a[1] == "mpijobs"] == [("update_status", "mpijobs", "test")]
     assert [e.reason for e in world.cluster.events] == ["MPIJobFailed", "CreateFailed", "MPIJobFailed"]
     assert world.cluster.events[1] == Event("Warning", "CreateFailed", message)
+
+
+async def test_a_job_finished_before_the_condition_existed_is_not_written_for_it() -> None:
+    job = new_mpijob(workers=2, runPolicy={"cleanPodPolicy": "None"})
+    job["status"] = {"conditions": [created_condition(), condition("Succeeded", "True", "MPIJobSucceeded", "done")],
+                     "startTime": T, "completionTime": T}
+    world = World(job)
+    assert await world.sync() == "finished"
+    assert world.cluster.actions == []
+    job["status"]["conditions"].insert(0, condition("WorkersReady", "True", "WorkersReady", "2/2 workers ready"))
+    world.cluster.given(MPIJOBS, job)
+    await world.sync()
+    assert world.cluster.status_written()["conditions"][0] == condition(
+        "WorkersReady", "False", "MPIJobFinished", "MPIJob finished: workers are kept (cleanPodPolicy None)")
+    assert world.cluster.events == []

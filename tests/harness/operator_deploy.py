@@ -114,6 +114,24 @@ def deploy(cluster: LocalCluster, work_dir: Path, timeout: float = 180) -> dict[
     return timings
 
 
+def webhook_ca_bundle(cluster: LocalCluster) -> str:
+    """The caBundle `deploy` patched into the validating webhook configuration."""
+    config = cluster.rest.get(f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{WEBHOOK}")
+    return str(config["webhooks"][0]["clientConfig"]["caBundle"])
+
+
+def reapply(cluster: LocalCluster, work_dir: Path, ca_bundle: str, timeout: float = 180) -> None:
+    """Apply our CRD and the overlay of `deploy` again, server-side with --force-conflicts (e.g. over
+    upstream's manifests; its TLS Secret is left as it is), and wait until the API server calls the
+    webhook and the reconciler Deployment is available."""
+    crd = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
+    for what in (["-f", str(crd)], ["-k", str(_overlay(work_dir / "overlay", ca_bundle))]):
+        result = cluster.kubectl("apply", "--server-side", "--force-conflicts", *what, timeout=120)
+        if result.returncode != 0:
+            raise HarnessError(f"kubectl apply --server-side {' '.join(what)} failed:\n{result.stderr}")
+    wait_for(lambda: _canary_denied(cluster), timeout, 0.5, what="the API server calling the webhook pods")
+
+
 def lease_holder(cluster: LocalCluster) -> str:
     leases = cluster.rest.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases").get("items", [])
     return next((str(lease["spec"].get("holderIdentity") or "") for lease in leases

@@ -114,10 +114,12 @@ def _changed(old: JSONDict | None, new: Readiness) -> bool:
 
 def _event(old: JSONDict | None, new: Readiness) -> Event | None:
     """One event per written change; none for suspended and finished (upstream's events say so), nor for the
-    workers starting when they start for the first time (after creation or a resume)."""
+    workers starting when they start for the first time (after creation or a resume), nor for their becoming
+    ready after such a start: a job that never had a problem keeps upstream's events exactly (and its writes)."""
     if new.reason in RELEASED:
         return None
-    if new.reason in GENERIC and (old is None or old.get("reason") in RELEASED):
+    quiet = old is None or old.get("reason") in RELEASED or old.get("reason") in GENERIC
+    if quiet and (new.reason in GENERIC or new.status == c.CONDITION_TRUE):
         return None
     return Event("Warning" if new.warning else "Normal", new.reason, new.message)
 

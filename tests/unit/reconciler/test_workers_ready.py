@@ -189,8 +189,15 @@ def test_a_new_text_of_an_error_cause_is_a_change_but_a_failed_create_of_another
     (("False", "WorkersStarting", "8/8 workers pending: waiting to start"),
      Readiness("False", "SchedulingGated", "8/8 workers pending: gated"), Event("Normal", "SchedulingGated",
                                                                                "8/8 workers pending: gated")),
+    (("False", "WorkersStarting", "8/8 workers pending: waiting to start"),
+     Readiness("True", "WorkersReady", "8/8 workers ready"), None),
+    (("False", "MPIJobSuspended", "MPIJob suspended: workers are released"),
+     Readiness("True", "WorkersReady", "8/8 workers ready"), None),
+    (("False", "ImagePullBackOff", "8/8 workers pending: ImagePullBackOff: pull failed"),
+     Readiness("True", "WorkersReady", "8/8 workers ready"), Event("Normal", "WorkersReady", "8/8 workers ready")),
 ], ids=["first, starting", "between generic causes", "from an error to starting", "a worker lost readiness",
-        "resumed", "suspended", "finished", "gated"])
+        "resumed", "suspended", "finished", "gated", "ready after a plain start", "ready after a resume",
+        "ready after an error"])
 def test_which_changes_emit_an_event(old: tuple[str, str, str] | None, new: Readiness,
                                      event: Event | str | None) -> None:
     status: JSONDict = {"conditions": [*([condition("WorkersReady", *old)] if old else []), created_condition()]}

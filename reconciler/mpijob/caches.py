@@ -13,6 +13,7 @@ from typing import Any
 
 from reconciler.mpijob.resources import owned_by_mpijob
 from reconciler.runtime.resources import controller_of
+from reconciler.runtime.sharing import SharedDict, SharedList, shared
 from reconciler.runtime.store import Store
 from shared.api import constants as c
 from shared.jsondict import JSONDict
@@ -36,14 +37,16 @@ def _interned(value: Any) -> Any:
 
 
 def _slim_pod_meta(obj: JSONDict, ref: JSONDict) -> JSONDict:
-    """Pods are most of the cache: only the labels we select on, only the controller reference, and the
-    strings that many pods share (namespace, label values, owner, phase) interned, about 1.5 KiB a pod."""
+    """Pods are most of the cache: only the labels we select on and only the controller reference, both
+    kept once for all the pods that have the same (``sharing.py``), the namespace interned."""
     metadata = obj.get("metadata") or {}
     slim = {key: metadata[key] for key in _POD_META_KEYS if key in metadata}
     slim["namespace"] = _interned(metadata.get("namespace", ""))
     labels = metadata.get("labels") or {}
-    slim["labels"] = {key: _interned(labels[key]) for key in _POD_LABELS if key in labels}
-    slim["ownerReferences"] = [{key: _interned(ref[key]) for key in _REF_KEYS if key in ref}]
+    selected = tuple((key, _interned(labels[key])) for key in _POD_LABELS if key in labels)
+    slim["labels"] = shared(("labels", selected), lambda: SharedDict(selected))
+    owner = tuple((key, _interned(ref[key])) for key in _REF_KEYS if key in ref)
+    slim["ownerReferences"] = shared(("owner", owner), lambda: SharedList([dict(owner)]))
     return slim
 
 
@@ -66,16 +69,31 @@ def slim_pod(obj: JSONDict) -> JSONDict | None:
     ref = controller_of(obj)
     if ref is None or not (owned_by_mpijob(obj) or ref.get("kind") == "Job"):
         return None
+    return {"kind": "Pod", "metadata": _slim_pod_meta(obj, ref), "status": _slim_pod_status(obj)}
+
+
+def _slim_pod_status(obj: JSONDict) -> JSONDict:
+    """Phase, reason, message, the Ready condition and a worker's pending cause: most pods of a job have the
+    same, which is kept once."""
     status = obj.get("status") or {}
-    slim_status = {key: _interned(status[key]) for key in ("phase", "reason", "message") if key in status}
+    fields = tuple((key, _interned(status[key])) for key in ("phase", "reason", "message") if key in status)
     ready = [cond for cond in status.get("conditions") or [] if cond.get("type") == "Ready"]
-    if ready:
-        slim_status["conditions"] = [{"type": "Ready", "status": _interned(ready[0].get("status"))}]
-    if not (ready and ready[0].get("status") == "True") and owned_by_mpijob(obj):  # workers: why not ready
-        cause = pending_cause(status)
-        if cause is not None:  # the same cause is shared by many pods: one copy of its strings
-            slim_status["cause"] = (sys.intern(cause[0][:_CAUSE_LIMIT]), sys.intern(cause[1][:_CAUSE_LIMIT]))
-    return {"kind": "Pod", "metadata": _slim_pod_meta(obj, ref), "status": slim_status}
+    ready_status = _interned(ready[0].get("status")) if ready else None
+    cause = None
+    if ready_status != "True" and owned_by_mpijob(obj):  # workers: why not ready
+        found = pending_cause(status)
+        if found is not None:  # the same cause is shared by many pods: one copy of its strings
+            cause = (sys.intern(found[0][:_CAUSE_LIMIT]), sys.intern(found[1][:_CAUSE_LIMIT]))
+
+    def make() -> SharedDict:
+        slim = SharedDict(fields)
+        if ready:
+            slim["conditions"] = [{"type": "Ready", "status": ready_status}]
+        if cause is not None:
+            slim["cause"] = cause
+        return slim
+
+    return shared(("pod-status", fields, bool(ready), ready_status, cause), make)
 
 
 def slim_job(obj: JSONDict) -> JSONDict | None:

@@ -24,7 +24,7 @@ from reconciler.mpijob.workers import worker_index
 from reconciler.runtime.client import ApiError, KubeClient
 from reconciler.runtime.informer import Informer
 from reconciler.runtime.resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES, Resource, controller_of, meta
-from reconciler.runtime.store import Store
+from reconciler.runtime.store import PackedStore, Store
 from reconciler.runtime.workqueue import WorkQueue
 from shared.api import constants as c
 from shared.jsondict import JSONDict
@@ -43,7 +43,8 @@ class Controller:
         reconciler.settler.requeue = queue.add_after
         caches: Caches = reconciler.caches
         self.informers = [
-            self._informer(MPIJOBS, caches, "mpijobs", slim.slim_mpijob, self._on_mpijob),
+            # MPIJobs carry whole pod templates and are read once per sync: kept as JSON bytes
+            self._informer(MPIJOBS, caches, "mpijobs", slim.slim_mpijob, self._on_mpijob, store=PackedStore()),
             self._informer(PODS, caches, "pods", slim.slim_pod, self._on_child, POD_SELECTOR),
             self._informer(JOBS, caches, "jobs", slim.slim_job, self._on_child, CHILD_SELECTOR),
             self._informer(SERVICES, caches, "services", slim.slim_service, self._on_child, CHILD_SELECTOR),
@@ -56,9 +57,9 @@ class Controller:
                                                  self._on_child))
 
     def _informer(self, resource: Resource, caches: Caches, attr: str, slimmer: slim.Slimmer,
-                  handler: Any, selector: str = "") -> Informer:
+                  handler: Any, selector: str = "", store: Store | None = None) -> Informer:
         informer = Informer(self.client, resource, slim=slimmer, on_change=handler, namespace=self.namespace,
-                            label_selector=selector)
+                            label_selector=selector, store=store)
         setattr(caches, attr, informer.store)  # the sync loop reads the informer's own store
         return informer
 
@@ -93,7 +94,7 @@ class Controller:
             ref = controller_of(launcher) if launcher is not None else None
         if not is_mpijob_ref(ref):
             return
-        if self.reconciler.caches.mpijobs.get(namespace, str(ref.get("name"))) is not None:
+        if self.reconciler.caches.mpijobs.has(namespace, str(ref.get("name"))):
             self.queue.add_after(f"{namespace}/{ref.get('name')}", self.child_event_delay)
 
     async def wait_for_sync(self) -> None:

@@ -32,11 +32,11 @@ class FatalWatchError(RuntimeError):
 
 class Informer:
     def __init__(self, client: KubeClient, resource: Resource, *, slim: Slim, on_change: OnChange,
-                 namespace: str = "", label_selector: str = "") -> None:
+                 namespace: str = "", label_selector: str = "", store: Store | None = None) -> None:
         self.client, self.resource = client, resource
         self.slim, self.on_change = slim, on_change
         self.namespace, self.label_selector = namespace, label_selector
-        self.store = Store()
+        self.store = Store() if store is None else store
         self.synced = asyncio.Event()
         self.started = self.running = False  # started and no longer running: /healthz fails
         self._version = ""

@@ -11,6 +11,7 @@ import pytest
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.informer import FatalWatchError, Informer
 from reconciler.runtime.resources import PODS
+from reconciler.runtime.store import PackedStore, Store
 
 JSON = dict[str, Any]
 
@@ -51,27 +52,32 @@ def slim(obj: JSON) -> JSON | None:
     return {"metadata": obj["metadata"], "status": obj["status"]}
 
 
-async def run(fake: FakeKube) -> tuple[Informer, list[tuple[str | None, str | None]]]:
+STORES = pytest.mark.parametrize("store", [Store, PackedStore], ids=["dicts", "packed"])
+
+
+async def run(fake: FakeKube, store: type[Store] = Store) -> tuple[Informer, list[tuple[str | None, str | None]]]:
     changes: list[tuple[str | None, str | None]] = []
 
     def on_change(old: JSON | None, new: JSON | None) -> None:
         changes.append((old["metadata"]["resourceVersion"] if old else None,
                         new["metadata"]["resourceVersion"] if new else None))
 
-    informer = Informer(fake, PODS, slim=slim, on_change=on_change, label_selector="a=b")  # type: ignore[arg-type]
+    informer = Informer(fake, PODS, slim=slim, on_change=on_change, label_selector="a=b",  # type: ignore[arg-type]
+                        store=store())
     task = asyncio.create_task(informer.run())
     await asyncio.wait_for(fake.done.wait(), 5)
     task.cancel()
     return informer, changes
 
 
-async def test_list_then_watch_keeps_a_slim_store() -> None:
+@STORES
+async def test_list_then_watch_keeps_a_slim_store(store: type[Store]) -> None:
     fake = FakeKube(
         lists=[{"metadata": {"resourceVersion": "10"}, "items": [pod("a", "5"), pod("x", "6", ours=False)]}],
         watches=[[{"type": "ADDED", "object": pod("b", "11")}, {"type": "MODIFIED", "object": pod("a", "12", "Failed")},
                   {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "13"}}},
                   {"type": "DELETED", "object": pod("b", "14")}]])
-    informer, changes = await run(fake)
+    informer, changes = await run(fake, store)
     assert changes == [(None, "5"), (None, "11"), ("5", "12"), ("11", None)]
     assert list(informer.store) == [{"metadata": pod("a", "12")["metadata"], "status": {"phase": "Failed"}}]
     assert fake.requests[0] == ("list", {"labelSelector": "a=b", "limit": "500"})
@@ -79,15 +85,34 @@ async def test_list_then_watch_keeps_a_slim_store() -> None:
     assert fake.requests[2][1]["resourceVersion"] == "14", "the next watch resumes where the last one ended"
 
 
-async def test_gone_relists_and_reports_what_disappeared() -> None:
+@STORES
+async def test_gone_relists_and_reports_what_disappeared(store: type[Store]) -> None:
     fake = FakeKube(
         lists=[{"metadata": {"resourceVersion": "10"}, "items": [pod("a", "5"), pod("b", "6")]},
                {"metadata": {"resourceVersion": "30"}, "items": [pod("a", "5"), pod("c", "29")]}],
         watches=[[ApiError(410, "Expired", "too old resource version")]])
-    informer, changes = await run(fake)
+    informer, changes = await run(fake, store)
     assert changes == [(None, "5"), (None, "6"), (None, "29"), ("6", None)]
     assert sorted(p["metadata"]["name"] for p in informer.store) == ["a", "c"]
     assert [kind for kind, _ in fake.requests] == ["list", "watch", "list", "watch"]
+
+
+def test_a_packed_store_returns_fresh_equal_dicts() -> None:
+    store = PackedStore()
+    job = {"metadata": {"name": "pi", "namespace": "ns", "labels": {"a": "b"}}, "spec": {"n": [1, 2.5, None, "x"]}}
+    assert store.put(job) is None
+    first, second = store.get("ns", "pi"), store.get("ns", "pi")
+    assert first == second == job
+    assert first is not second
+    assert store.has("ns", "pi")
+    assert not store.has("ns", "other")
+    assert not store.has("other", "pi")
+    assert store.select("ns", {"a": "b"}) == [job]
+    assert store.select("ns", {"a": "c"}) == []
+    assert store.put({**job, "spec": {}}) == job
+    assert store.delete("ns", "pi") == {**job, "spec": {}}
+    assert store.get("ns", "pi") is None
+    assert len(store) == 0
 
 
 async def test_an_error_event_with_410_relists() -> None:

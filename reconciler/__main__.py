@@ -28,6 +28,7 @@ from reconciler.runtime.client import ApiError, KubeClient, StartupError
 from reconciler.runtime.health import Health, serve
 from reconciler.runtime.kubeconfig import load_configuration
 from reconciler.runtime.leader import LeaderElector
+from reconciler.runtime.memory import release_periodically
 from reconciler.runtime.settle import Settler
 from reconciler.runtime.workqueue import WorkQueue
 from shared.logs import configure_logging
@@ -107,7 +108,8 @@ async def _lead(controller: Controller, elector: LeaderElector | None, health: H
         health.add("leader", elector.problem)
     health.add("informers", lambda: _stopped_informers(controller))
     metrics.is_leader.set(1)
-    tasks = [asyncio.create_task(controller.run()), asyncio.create_task(stop.wait())]
+    tasks = [asyncio.create_task(controller.run()), asyncio.create_task(stop.wait()),
+             asyncio.create_task(release_periodically())]
     if elector is not None:
         tasks.append(asyncio.create_task(elector.keep()))
     done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)

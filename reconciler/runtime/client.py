@@ -31,9 +31,10 @@ def user_agent(version: str = "0.1.0") -> str:
 REQUEST_TIMEOUT = 30.0
 MAX_THROTTLE_RETRIES = 10
 # asyncio gives every TLS connection a 256 KiB read buffer (SSLProtocol.max_size): with 64 connections open
-# during a large job's burst of creates that is 16 MiB, more than the cache of a thousand pods. A TLS record
-# is at most 16 KiB, so 64 KiB loses nothing but memory. The reconciler process alone makes this setting.
-TLS_READ_BUFFER = 64 * 1024
+# during a large job's burst of creates that is 16 MiB, more than the cache of a thousand pods. A TLS record is
+# at most 16 KiB of data plus 2 KiB of expansion, so a buffer of 18 KiB still reads a whole record at once (larger
+# answers take more reads, nothing else). The reconciler process alone makes this setting.
+TLS_READ_BUFFER = 18 * 1024
 asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
 MAX_EVENT_BYTES = 64 << 20  # a watch event larger than this is a broken stream, not an object
 

@@ -15,6 +15,8 @@ import contextlib
 import copy
 import functools
 import json
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ import yaml
 
 from tests.harness import LocalCluster
 from tests.harness.audit import audit_events
-from tests.harness.kueue import Kueue, KueueUnavailableError, find_kueue
+from tests.harness.kueue import VERSION, Kueue, KueueUnavailableError, find_kueue
 from tests.harness.nodes import NodePool, build_node, unready_nodes
 from tests.harness.rest import ApiError
 from tests.harness.wait import wait_for
@@ -39,7 +41,12 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 POOL_LABEL = "kueue-test/pool"
 POOL = "kueue"
 FLAVOR_TOLERATION = {"key": POOL_LABEL, "operator": "Equal", "value": POOL, "effect": "NoSchedule"}
-HANG = {"test.mpijob/outcome": "hang"}
+HANG_LABEL = "test.mpijob/outcome"
+HANG = {HANG_LABEL: "hang"}
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+DEFAULT_TOLERATIONS: list[JSON] = [  # added to every pod by the API server's DefaultTolerationSeconds admission plugin
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]
 JOB_CPU = 3  # one launcher and two workers, one CPU each
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 MUTATION_ANNOTATION = "mutation.webhook.admission.k8s.io/"
@@ -58,12 +65,14 @@ def kueue(cluster: LocalCluster, reconciler: ReconcilerControl, webhook: Operato
             build = find_kueue()
     except KueueUnavailableError as err:
         pytest.skip(str(err))
+    began = time.monotonic()
     process = Kueue(cluster, tmp_path_factory.mktemp("kueue"), build)
     process.install_crds()
     process.start()
     try:
         process.wait_ready()
         process.register()
+        print(f"[harness] Kueue {VERSION} ready in {time.monotonic() - began:.1f}s", file=sys.stderr, flush=True)
         yield process
     finally:
         process.stop()
@@ -93,8 +102,14 @@ def flavor_nodes(cluster: LocalCluster) -> Iterator[list[str]]:
 
 
 @pytest.fixture
-def jobs(cluster: LocalCluster, namespace: str, kueue: Kueue, flavor_nodes: list[str]) -> Jobs:
-    return Jobs(cluster, namespace)
+def jobs(cluster: LocalCluster, namespace: str, kueue: Kueue, flavor_nodes: list[str]) -> Iterator[Jobs]:
+    """The test's namespace; afterwards its MPIJobs are deleted and their Workloads waited for while Kueue
+    still runs (it holds finalizers on them), so that the namespace can go once Kueue has stopped."""
+    yield Jobs(cluster, namespace)
+    base = f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs"
+    cluster.rest.request("DELETE", base, {"propagationPolicy": "Background"})
+    workloads = f"/apis/{KUEUE}/namespaces/{namespace}/workloads"
+    wait_for(lambda: not cluster.rest.get(workloads)["items"], timeout=60, what=f"the Workloads of {namespace} gone")
 
 
 class Queues:
@@ -224,20 +239,36 @@ def finish_launcher(jobs: Jobs, job: str) -> None:
                                   {"metadata": {"labels": {"test.mpijob/outcome": "succeed"}}})
 
 
-def admitted_placement(jobs: Jobs, job: str, flavor_nodes: list[str]) -> None:
-    """The flavor's nodeSelector and toleration are on both replica templates of the MPIJob, on the
-    launcher Job's pod template and on every pod, and the pods run on the flavor's nodes."""
+def admitted_placement(jobs: Jobs, queues: Queues, job: str, flavor_nodes: list[str]) -> None:
+    """What Kueue's admission wrote into both replica templates (the flavor's nodeSelector and toleration,
+    its queue and podset labels, the Workload annotation; nothing else changed from ``queued_job``)
+    reached the launcher Job's pod template and every pod, and the pods run on the flavor's nodes."""
     stored = jobs.get(job)
+    workload = queues.workload(stored)
+    assert workload is not None
+    marks = {"labels": {"kueue.x-k8s.io/cluster-queue-name": workload["status"]["admission"]["clusterQueue"],
+                        "kueue.x-k8s.io/local-queue-name": stored["metadata"]["labels"][QUEUE_LABEL]},
+             "annotations": {"kueue.x-k8s.io/workload": workload["metadata"]["name"]}}
+    submitted = queued_job(job, "", hang=HANG_LABEL in (
+        stored["spec"]["mpiReplicaSpecs"]["Launcher"]["template"].get("metadata") or {}).get("labels", {}))
+    for replica, podset in (("Launcher", "launcher"), ("Worker", "worker")):
+        original = submitted["spec"]["mpiReplicaSpecs"][replica]["template"]
+        labels = {**(original.get("metadata") or {}).get("labels", {}), **marks["labels"], PODSET_LABEL: podset}
+        assert stored["spec"]["mpiReplicaSpecs"][replica]["template"] == {
+            "metadata": {"labels": labels, "annotations": marks["annotations"]},
+            "spec": {**original["spec"], "nodeSelector": {POOL_LABEL: POOL}, "tolerations": [FLAVOR_TOLERATION]}}
     launcher = jobs.wait_launcher(job, suspended=False)
-    templates = {"Launcher": stored["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"],
-                 "Worker": stored["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"],
-                 "launcher Job": launcher["spec"]["template"]["spec"]}
+    placed: list[tuple[str, JSON, list[JSON], str]] = [
+        ("launcher Job", launcher["spec"]["template"], [FLAVOR_TOLERATION], "launcher")]
     for pod in [*jobs.wait_workers(job, 2, "Running"), running_launcher(jobs, job)]:
-        templates[pod["metadata"]["name"]] = pod["spec"]
         assert pod["spec"]["nodeName"] in flavor_nodes, pod["metadata"]["name"]
-    for where, spec in templates.items():
-        assert spec.get("nodeSelector") == {POOL_LABEL: POOL}, where
-        assert [t for t in spec.get("tolerations") or [] if t.get("key") == POOL_LABEL] == [FLAVOR_TOLERATION], where
+        role = pod["metadata"]["labels"]["training.kubeflow.org/job-role"]
+        placed.append((pod["metadata"]["name"], pod, [FLAVOR_TOLERATION, *DEFAULT_TOLERATIONS], role))
+    for where, obj, tolerations, podset in placed:
+        assert obj["spec"]["nodeSelector"] == {POOL_LABEL: POOL}, where
+        assert obj["spec"]["tolerations"] == tolerations, where
+        assert obj["metadata"]["labels"].items() >= {**marks["labels"], PODSET_LABEL: podset}.items(), where
+        assert obj["metadata"]["annotations"] == marks["annotations"], where
 
 
 def assert_suspended_without_pods(jobs: Jobs, job: str) -> None:
@@ -279,31 +310,28 @@ def test_quota_admits_two_jobs_and_queues_the_third(jobs: Jobs, queues: Queues, 
         created = jobs.create(queued_job(name, queue))
         assert created["spec"]["runPolicy"]["suspend"] is True  # Kueue's mutating webhook
         jobs.wait_condition(name, "Running", timeout=90)
-    jobs.create(queued_job("third", queue, hang=False))
+    jobs.create(queued_job("third", queue))
     third_workload = wait_workload(queues, jobs, "third", "QuotaReserved", "False")
     assert _conditions(third_workload)["QuotaReserved"] == ("False", "Pending")
     for name in ("first", "second"):
-        admitted_placement(jobs, name, flavor_nodes)
-        workload = queues.workload(jobs.get(name))
-        assert workload is not None
+        admitted_placement(jobs, queues, name, flavor_nodes)
+        workload = wait_workload(queues, jobs, name, "PodsReady")  # from our Running condition
+        assert _conditions(workload)["PodsReady"] == ("True", "Started")
         assert workload["status"]["admission"] == {"clusterQueue": queue, "podSetAssignments": [
             {"name": "launcher", "flavors": {"cpu": queue}, "resourceUsage": {"cpu": "1"}, "count": 1},
             {"name": "worker", "flavors": {"cpu": queue}, "resourceUsage": {"cpu": "2"}, "count": 2}]}
     assert_suspended_without_pods(jobs, "third")
-    third = jobs.get("third")
-    assert "nodeSelector" not in third["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert jobs.get("third")["spec"] == defaulted_spec({"cleanPodPolicy": "Running", "suspend": True})
 
     finish_launcher(jobs, "first")
     jobs.wait_condition("first", "Succeeded", timeout=60)
     wait_finished_workload(queues, jobs, "first")
-    jobs.wait_condition("third", "Succeeded", timeout=90)  # admitted in the freed quota, runs 500 ms
-    third = jobs.get("third")
-    assert third["spec"]["runPolicy"]["suspend"] is False
-    assert third["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] == {POOL_LABEL: POOL}
-    wait_finished_workload(queues, jobs, "third")
-    finish_launcher(jobs, "second")
-    jobs.wait_condition("second", "Succeeded", timeout=60)
-    wait_finished_workload(queues, jobs, "second")
+    jobs.wait_condition("third", "Running", timeout=90)  # admitted in the freed quota
+    admitted_placement(jobs, queues, "third", flavor_nodes)
+    for name in ("third", "second"):
+        finish_launcher(jobs, name)
+        jobs.wait_condition(name, "Succeeded", timeout=60)
+        wait_finished_workload(queues, jobs, name)
 
 
 # ---- 2. preemption
@@ -315,26 +343,29 @@ def test_high_priority_job_preempts_the_running_low_priority_one(jobs: Jobs, que
     queue = queues.queue(cpu=JOB_CPU, preemption={"withinClusterQueue": "LowerPriority"})
     jobs.create(queued_job("low", queue, priority=f"{jobs.ns}-low"))
     jobs.wait_condition("low", "Running", timeout=90)
-    admitted_placement(jobs, "low", flavor_nodes)
-    first_workers = {p["metadata"]["uid"] for p in jobs.workers("low")}
+    admitted_placement(jobs, queues, "low", flavor_nodes)
+    first_pods = {p["metadata"]["uid"] for p in [*jobs.workers("low"), *launcher_pods(jobs, "low")]}
 
-    jobs.create(queued_job("high", queue, hang=False, priority=f"{jobs.ns}-high"))
-    suspended = jobs.wait_condition("low", "Suspended", timeout=60)
-    assert (suspended["reason"], jobs.get("low")["spec"]["runPolicy"]["suspend"]) == ("MPIJobSuspended", True)
-    low_workload = wait_workload(queues, jobs, "low", "Evicted", timeout=30)
+    jobs.create(queued_job("high", queue, priority=f"{jobs.ns}-high"))
+    low_workload = wait_workload(queues, jobs, "low", "Evicted", timeout=60)
     assert _conditions(low_workload)["Evicted"] == ("True", "Preempted")
     assert _conditions(low_workload)["Preempted"] == ("True", "InClusterQueue")
-    jobs.wait_workers("low", 0, timeout=60)  # its workers are deleted
+    wait_for(lambda: not jobs.workers("low") and not launcher_pods(jobs, "low"), timeout=60,
+             what="the low job's pods deleted")
+    assert_suspended_without_pods(jobs, "low")
+    # Kueue restored the templates as submitted (its flavor's nodeSelector and toleration removed)
+    assert jobs.get("low")["spec"] == defaulted_spec({"cleanPodPolicy": "Running", "suspend": True})
 
-    jobs.wait_condition("high", "Succeeded", timeout=90)
+    jobs.wait_condition("high", "Running", timeout=90)
+    admitted_placement(jobs, queues, "high", flavor_nodes)
+    finish_launcher(jobs, "high")
+    jobs.wait_condition("high", "Succeeded", timeout=60)
     wait_finished_workload(queues, jobs, "high")
 
-    wait_for(lambda: jobs.get("low")["spec"]["runPolicy"]["suspend"] is False, timeout=90,
-             what="the low job admitted again")
-    resumed = jobs.wait_workers("low", 2, "Running", timeout=60)
-    assert not first_workers & {p["metadata"]["uid"] for p in resumed}  # new pods
-    admitted_placement(jobs, "low", flavor_nodes)
-    jobs.wait_condition("low", "Suspended", status="False")
+    jobs.wait_condition("low", "Suspended", status="False", timeout=90)  # admitted again
+    jobs.wait_condition("low", "Running", timeout=90)
+    admitted_placement(jobs, queues, "low", flavor_nodes)
+    assert not first_pods & {p["metadata"]["uid"] for p in [*jobs.workers("low"), *launcher_pods(jobs, "low")]}
     finish_launcher(jobs, "low")
     jobs.wait_condition("low", "Succeeded", timeout=60)
     wait_finished_workload(queues, jobs, "low")

@@ -165,7 +165,8 @@ def condition_schema() -> Schema:
     return obj(
         "JobCondition describes one aspect of the job's state.",
         {
-            "type": field("string", "Condition type: Created, Running, Restarting, Succeeded, Suspended or Failed."),
+            "type": field("string", "Condition type: Created, Running, Restarting, Succeeded, Suspended or Failed "
+                                    "(upstream's), or WorkersReady (this operator's, kept first in the list)."),
             "status": field("string", "Status of the condition: True, False or Unknown.",
                             enum=["True", "False", "Unknown"]),
             "reason": field("string", "A machine-readable, CamelCase reason for the last transition."),

@@ -109,6 +109,8 @@ def jobs(cluster: LocalCluster, namespace: str, kueue: Kueue, flavor_nodes: list
     base = f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs"
     cluster.rest.request("DELETE", base, {"propagationPolicy": "Background"})
     workloads = f"/apis/{KUEUE}/namespaces/{namespace}/workloads"
+    # deleted here too: the garbage collector learns of Kueue's new CRDs only at its next discovery resync
+    cluster.rest.request("DELETE", workloads, {"propagationPolicy": "Background"})
     wait_for(lambda: not cluster.rest.get(workloads)["items"], timeout=60, what=f"the Workloads of {namespace} gone")
 
 

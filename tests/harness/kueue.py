@@ -44,7 +44,7 @@ from .wait import HarnessError, wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "hack" / "build-kueue.sh"
-VERSION = "v0.19.2"  # hack/build-kueue.sh's default
+VERSION = os.environ.get("KUEUE_VERSION", "v0.19.2")  # hack/build-kueue.sh reads the same variable
 NAMESPACE = "kueue-system"
 MPIJOB_FRAMEWORK = "kubeflow.org/mpijob"
 METRICS_CERT_DIR = "kueue/metrics/certs"  # under /etc: fixed in Kueue's cmd/kueue/main.go
@@ -93,7 +93,7 @@ def find_kueue() -> KueueBuild:
     stderr). Raises KueueUnavailableError when it is not built and Go is absent, HarnessError when the
     build fails."""
     proc = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=None, text=True,
-                          cwd=REPO_ROOT, check=False)
+                          cwd=REPO_ROOT, check=False, env={**os.environ, "KUEUE_VERSION": VERSION})
     lines = proc.stdout.strip().splitlines()
     if proc.returncode == 2 and shutil.which("go") is None:
         raise KueueUnavailableError(f"Kueue {VERSION} is not built and Go is not installed "

@@ -274,14 +274,16 @@ def admitted_placement(jobs: Jobs, queues: Queues, job: str, flavor_nodes: list[
 
 
 def assert_suspended_without_pods(jobs: Jobs, job: str) -> None:
+    """Suspended as upstream suspends: no pods, a suspended launcher Job, Service, ConfigMap and Secret kept."""
     stored = jobs.get(job)
     assert stored["spec"]["runPolicy"]["suspend"] is True
     suspended = jobs.wait_condition(job, "Suspended")
     assert (suspended["status"], suspended["reason"]) == ("True", "MPIJobSuspended")
     assert jobs.workers(job) == []
     assert launcher_pods(jobs, job) == []
-    launcher = jobs.launcher(job)
-    assert launcher is None or launcher["spec"]["suspend"] is True
+    jobs.wait_launcher(job, suspended=True)  # created suspended (launcherCreationPolicy AtStartup), or suspended
+    for plural, name in (("services", job), ("configmaps", f"{job}-config"), ("secrets", f"{job}-ssh")):
+        jobs.must(plural, name)
 
 
 def wait_workload(queues: Queues, jobs: Jobs, job: str, kind: str, status: str = "True", timeout: float = 60) -> JSON:

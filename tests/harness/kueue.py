@@ -2,6 +2,7 @@
 
     kueue = Kueue(cluster, work_dir, find_kueue())
     kueue.install_crds()      # Kueue's CRDs, conversion webhooks by URL (before the start: it watches them)
+    kueue.install_rbac()      # its namespace, ServiceAccount, roles and bindings; a token kubeconfig
     kueue.start(); kueue.wait_ready()
     kueue.register()          # its admission webhooks by URL, then waits until the API server calls them
 
@@ -19,7 +20,10 @@ What differs from Kueue's own deployment (config/default), and why:
   batch Jobs, Deployments, ...) would put Kueue, with failurePolicy Fail, in the path of every other
   test's pods and Jobs. Their rules, failure policies and namespace selectors are Kueue's, as its
   kustomization renders them (the framework webhooks get the ``vpod.kb.io`` namespace selector).
-- it runs as the cluster's admin, not under Kueue's ClusterRole.
+- it runs under its own RBAC, as its kustomization names it: ServiceAccount ``kueue-controller-manager``
+  in ``kueue-system`` (a TokenRequest token in its kubeconfig), bound to Kueue's ClusterRole
+  (``kueue-manager-role``), its Role for Secrets in ``kueue-system`` and its metrics authentication
+  ClusterRole; so the tests also show that Kueue's own permissions are enough with our CRD.
 """
 
 from __future__ import annotations
@@ -39,13 +43,16 @@ import yaml
 from . import processes
 from .cluster import CRD_PATH, LocalCluster
 from .pki import issue
-from .rest import JSON, ApiError, condition
+from .rest import JSON, condition
 from .wait import HarnessError, wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "hack" / "build-kueue.sh"
 VERSION = os.environ.get("KUEUE_VERSION", "v0.19.2")  # hack/build-kueue.sh reads the same variable
 NAMESPACE = "kueue-system"
+SERVICE_ACCOUNT = "kueue-controller-manager"
+NAME_PREFIX = "kueue-"  # config/default/kustomization.yaml: namePrefix
+TOKEN_SECONDS = 12 * 3600  # longer than any test session
 MPIJOB_FRAMEWORK = "kubeflow.org/mpijob"
 METRICS_CERT_DIR = "kueue/metrics/certs"  # under /etc: fixed in Kueue's cmd/kueue/main.go
 OWN_API_WEBHOOKS = ("mclusterqueue.kb.io", "mresourceflavor.kb.io", "mworkload.kb.io", "vclusterqueue.kb.io",
@@ -87,6 +94,11 @@ class KueueBuild:
     def webhook_kustomization(self) -> Path:
         return self.config_dir / "webhook" / "kustomization.yaml"
 
+    @property
+    def rbac_files(self) -> list[Path]:
+        return [self.config_dir / "rbac" / f"{name}.yaml" for name in ("role", "manager_secrets_role",
+                                                                       "metrics_auth_role")]
+
 
 def find_kueue() -> KueueBuild:
     """Kueue's binary and manifests, built on first use (~10 min on 2 cores; the build's progress goes to
@@ -101,7 +113,8 @@ def find_kueue() -> KueueBuild:
     if proc.returncode != 0 or not lines:
         raise HarnessError(f"{BUILD_SCRIPT.name} failed with status {proc.returncode} (see its output above)")
     build = KueueBuild(Path(lines[-1]))
-    if not os.access(build.binary, os.X_OK) or not build.webhook_manifests.exists():
+    if not os.access(build.binary, os.X_OK) or not all(p.exists() for p in [build.webhook_manifests,
+                                                                            *build.rbac_files]):
         raise HarnessError(f"{build.binary.parent.parent} is incomplete: no binary or no manifests")
     return build
 
@@ -138,6 +151,10 @@ class Kueue:
     @property
     def cert_dir(self) -> Path:
         return self.dir / "webhook-certs"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kueue.kubeconfig"
 
     @property
     def mutating_name(self) -> str:
@@ -188,7 +205,7 @@ class Kueue:
                  f"workdir={overlay / 'work'} /etc")
         return ["unshare", "--mount", "--propagation", "private", *user_ns, "--", "/bin/sh", "-c",
                 f'{mount} && exec "$0" "$@"', str(self.build.binary), f"--config={config}",
-                f"--kubeconfig={self.cluster.kubeconfig}", "--zap-log-level=2"]
+                f"--kubeconfig={self.kubeconfig}", "--zap-log-level=2"]
 
     # ---- lifecycle
     def install_crds(self) -> None:
@@ -213,14 +230,45 @@ class Kueue:
                        for n in self._crds)
 
         wait_for(established, START_TIMEOUT, 0.1, what="Kueue's CRDs Established")
-        try:
-            self.cluster.rest.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                            "metadata": {"name": NAMESPACE}})
-        except ApiError as err:
-            if err.status != 409:
-                raise
+
+    def rbac_objects(self) -> list[JSON]:
+        """Kueue's namespace, ServiceAccount, roles and bindings, named as its kustomization names them."""
+        subject = {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
+        objects: list[JSON] = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT,
+                                                                        "namespace": NAMESPACE}}]
+        for path in self.build.rbac_files:
+            role = yaml.safe_load(path.read_text())
+            name = NAME_PREFIX + role["metadata"]["name"]
+            namespaced = role["kind"] == "Role"
+            role["metadata"] = {"name": name, **({"namespace": NAMESPACE} if namespaced else {})}
+            binding = {"apiVersion": "rbac.authorization.k8s.io/v1",
+                       "kind": "RoleBinding" if namespaced else "ClusterRoleBinding",
+                       "metadata": dict(role["metadata"], name=f"{name}binding"),
+                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role["kind"], "name": name},
+                       "subjects": [subject]}
+            objects += [role, binding]
+        return objects
+
+    def install_rbac(self) -> None:
+        """Apply ``rbac_objects`` and write a kubeconfig with a token of Kueue's ServiceAccount."""
+        self.cluster.kubectl("apply", "-f", "-", check=True, input=yaml.safe_dump_all(self.rbac_objects()))
+        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                   "spec": {"expirationSeconds": TOKEN_SECONDS}}
+        token = self.cluster.rest.create(
+            f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{SERVICE_ACCOUNT}/token", request)["status"]["token"]
+        config = {"apiVersion": "v1", "kind": "Config",
+                  "clusters": [{"name": "local", "cluster": {"server": self.cluster.server,
+                                                             "certificate-authority-data": self.ca_bundle()}}],
+                  "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token}}],
+                  "contexts": [{"name": "kueue", "context": {"cluster": "local", "user": SERVICE_ACCOUNT}}],
+                  "current-context": "kueue"}
+        self.kubeconfig.touch(mode=0o600)
+        self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
 
     def start(self) -> None:
+        """Start the process (after ``install_crds`` and ``install_rbac``)."""
         config = self._write_files()
         self.process = processes.start("kueue", self.argv(config), self.log, cwd=self.dir)
 

@@ -26,6 +26,8 @@ import yaml
 
 from tests.harness import LocalCluster
 from tests.harness.audit import audit_events
+from tests.harness.kueue import NAMESPACE as KUEUE_NAMESPACE
+from tests.harness.kueue import SERVICE_ACCOUNT as KUEUE_SERVICE_ACCOUNT
 from tests.harness.kueue import VERSION, Kueue, KueueUnavailableError, find_kueue
 from tests.harness.nodes import NodePool, build_node, unready_nodes
 from tests.harness.rest import ApiError
@@ -68,6 +70,7 @@ def kueue(cluster: LocalCluster, reconciler: ReconcilerControl, webhook: Operato
     began = time.monotonic()
     process = Kueue(cluster, tmp_path_factory.mktemp("kueue"), build)
     process.install_crds()
+    process.install_rbac()
     process.start()
     try:
         process.wait_ready()
@@ -79,6 +82,7 @@ def kueue(cluster: LocalCluster, reconciler: ReconcilerControl, webhook: Operato
         keep = cluster.keep_logs
         if keep is not None:
             with contextlib.suppress(OSError):
+                keep.mkdir(parents=True, exist_ok=True)
                 (keep / "kueue.log").write_bytes(process.log.read_bytes())
 
 
@@ -501,3 +505,23 @@ def _created_when_both_mutated(jobs: Jobs, job: JSON) -> tuple[JSON, int] | None
     jobs.delete(job["metadata"]["name"])
     jobs.wait_gone("mpijobs", job["metadata"]["name"], "kubeflow.org/v2beta1")
     return None
+
+
+# ---- last: what Kueue did above, it did with its own permissions
+def test_kueue_ran_under_its_own_rbac(cluster: LocalCluster, kueue: Kueue) -> None:
+    """Every request of Kueue's ServiceAccount in the audit log so far: none forbidden, and among them the
+    MPIJob writes (suspend, templates) and Workload status writes of the tests above."""
+    assert cluster.audit_log is not None
+    user = f"system:serviceaccount:{KUEUE_NAMESPACE}:{KUEUE_SERVICE_ACCOUNT}"
+    forbidden, writes = [], set()
+    for event in audit_events(cluster.audit_log):
+        if event.get("user", {}).get("username") != user or event.get("stage") != "ResponseComplete":
+            continue
+        ref = event.get("objectRef") or {}
+        resource = ref.get("resource", "") + ("/" + ref["subresource"] if ref.get("subresource") else "")
+        if event["responseStatus"]["code"] == 403:
+            forbidden.append((event["verb"], resource, ref.get("namespace"), ref.get("name")))
+        elif event["verb"] in ("update", "patch") and event["responseStatus"]["code"] < 300:
+            writes.add(resource)
+    assert forbidden == []
+    assert {"mpijobs", "workloads/status"} <= writes

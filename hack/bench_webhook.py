@@ -1,11 +1,14 @@
 """B2: the webhook server's capacity in isolation (spec/performance.md B2), over TLS keep-alive.
 
-Serves ``python -m webhook`` (pinned to CPU 0 when ``taskset`` exists), then a trivial aiohttp handler
-as the machine's yardstick (``hack/trivial_webhook.py``), and drives both with ``wrk``
-(pinned to CPU 1) with synthetic MPIJob CREATE reviews of about 5, 20 and 50 KB, at concurrency 1 and
-16, on both admission endpoints. Prints req/s, p50/p99, server CPU per request, req/s per core of
-server CPU, and the server's peak RSS. A benchmark, not a test: it asserts only that every answer was
-a 200. Usage: ``python -m hack.bench_webhook [--duration 8] [--warmup 2]``.
+Starts ``python -m webhook`` and the trivial aiohttp handler (``hack/trivial_webhook.py``, the machine's
+yardstick) side by side, both pinned to CPU 0 when ``taskset`` exists, and drives them with ``wrk``
+(pinned to CPU 1) with synthetic MPIJob CREATE reviews of about 5, 20 and 50 KB at concurrency 1 and 16.
+The configurations are interleaved: every round measures the trivial handler and both of our endpoints
+back to back for each size and concurrency (the order reversed every other round), so that load from
+other processes hits both alike; the ratio ours/trivial is taken per round. Prints medians with min-max
+over the rounds: req/s, p50/p99, server CPU per request, req/s per core of server CPU, idle and peak RSS.
+A benchmark, not a test: it asserts only that every answer was a 200. Installs ``wrk`` with apt-get when
+it is missing and we are root. Usage: ``python -m hack.bench_webhook [--rounds 3] [--sizes 5,20,50]``.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,26 +33,47 @@ import orjson
 from hack.payloads import admission_review, mpijob_of_size
 from hack.procstat import ProcessSample, free_port, wait_for_https
 
-SIZES_KB = (5, 20, 50)
-CONCURRENCY = (1, 16)
-ENDPOINTS = {"validate": "/validate-kubeflow-org-v2beta1-mpijob", "mutate": "/mutate-kubeflow-org-v2beta1-mpijob"}
+ENDPOINTS = {"validate": "/validate-kubeflow-org-v2beta1-mpijob", "mutate": "/mutate-kubeflow-org-v2beta1-mpijob",
+             "trivial": "/trivial"}
 LUA = """wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 local f = io.open("{body}", "rb"); wrk.body = f:read("*a"); f:close()
 """
+WRK_INSTALL = "apt-get update && apt-get install -y wrk"
 
 
-@dataclass
-class Row:
+@dataclass(frozen=True)
+class Run:
+    """One wrk run against one endpoint."""
+
     endpoint: str
     size_kb: int
-    body_bytes: int
     concurrency: int
+    round: int
     requests_per_s: float
     p50_ms: float
     p99_ms: float
     cpu_us_per_request: float
-    per_core: float
+
+    @property
+    def per_core(self) -> float:
+        return 1e6 / self.cpu_us_per_request
+
+
+def ensure_wrk() -> None:
+    """Install wrk from the distribution when it is missing and we may (root, apt-get); else say how."""
+    if shutil.which("wrk"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise SystemExit(f"wrk is needed for this benchmark; install it with: sudo sh -c '{WRK_INSTALL}'")
+    print("wrk is missing: installing it with apt-get", file=sys.stderr)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "-q", "wrk"]
+    if subprocess.run(install, env=env, capture_output=True, check=False).returncode != 0:
+        subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, check=True)
+        subprocess.run(install, env=env, capture_output=True, check=True)
+    if not shutil.which("wrk"):
+        raise SystemExit(f"could not install wrk; try: {WRK_INSTALL}")
 
 
 def pinned(cpu: int, argv: list[str]) -> list[str]:
@@ -75,26 +100,6 @@ def run_wrk(url: str, script: Path, concurrency: int, seconds: float) -> str:
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
 
 
-def measure(url: str, script: Path, concurrency: int, args: argparse.Namespace, server: int) -> tuple[str, float]:
-    run_wrk(url, script, concurrency, args.warmup)
-    before = ProcessSample.of(server)
-    output = run_wrk(url, script, concurrency, args.duration)
-    return output, ProcessSample.of(server).cpu_seconds - before.cpu_seconds
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--duration", type=float, default=8.0, help="seconds measured per configuration")
-    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of warm-up per configuration")
-    parser.add_argument("--log-level", default="info", help="the webhook's log level (info: one line per request)")
-    args = parser.parse_args()
-    if not shutil.which("wrk"):
-        raise SystemExit("wrk is needed for this benchmark: apt-get install wrk")
-    with tempfile.TemporaryDirectory(prefix="bench-webhook-") as tmp:
-        rows, rss_kb = run_all(Path(tmp), args)
-    report(rows, rss_kb, args)
-
-
 @contextlib.contextmanager
 def server(tmp: Path, module: str, extra: list[str]) -> Iterator[tuple[int, int]]:
     """Run ``python -m module`` over TLS on CPU 0; yields (pid, port)."""
@@ -113,53 +118,103 @@ def server(tmp: Path, module: str, extra: list[str]) -> Iterator[tuple[int, int]
         process.wait(timeout=15)
 
 
-def run_all(tmp: Path, args: argparse.Namespace) -> tuple[list[Row], int]:
+def write_bodies(tmp: Path, sizes: Sequence[int]) -> dict[int, Path]:
+    scripts = {}
+    for size_kb in sizes:
+        body = tmp / f"{size_kb}.json"
+        body.write_bytes(orjson.dumps(admission_review(mpijob_of_size("bench", size_kb * 1000))))
+        scripts[size_kb] = tmp / f"{size_kb}.lua"
+        scripts[size_kb].write_text(LUA.format(body=body))
+    return scripts
+
+
+def run_all(tmp: Path, args: argparse.Namespace) -> tuple[list[Run], dict[str, float]]:
     subprocess.run([sys.executable, "-m", "webhook.certs", "--out-dir", str(tmp), "--ip", "127.0.0.1"],
                    check=True, capture_output=True)
-    rows: list[Row] = []
-    with server(tmp, "webhook", ["--bind-address", "127.0.0.1", "--log-level", args.log_level]) as (pid, port):
-        for size in SIZES_KB:
-            rows += bench_size(tmp, port, size, args, pid, ENDPOINTS)
-        rss_kb = ProcessSample.of(pid).peak_rss_kb
-    with server(tmp, "hack.trivial_webhook", []) as (pid, port):
-        for size in SIZES_KB:
-            rows += bench_size(tmp, port, size, args, pid, {"trivial": "/trivial"})
-    return rows, rss_kb
+    scripts = write_bodies(tmp, args.sizes)
+    ours_args = ["--bind-address", "127.0.0.1", "--log-level", args.log_level]
+    with server(tmp, "webhook", ours_args) as ours, server(tmp, "hack.trivial_webhook", []) as trivial:
+        time.sleep(1.0)  # let start-up settle before the idle sample
+        memory = {"idle_mib": ProcessSample.of(ours[0]).rss_kb / 1024,
+                  "trivial_idle_mib": ProcessSample.of(trivial[0]).rss_kb / 1024}
+        targets = {"trivial": trivial, "mutate": ours, "validate": ours}
+        runs = []
+        for number in range(args.rounds):
+            order = list(targets) if number % 2 == 0 else list(reversed(targets))
+            for size_kb in args.sizes:
+                for concurrency in args.concurrency:
+                    for endpoint in order:
+                        pid, port = targets[endpoint]
+                        runs.append(measure(endpoint, size_kb, concurrency, number, port, pid, scripts[size_kb], args))
+        memory["peak_mib"] = ProcessSample.of(ours[0]).peak_rss_kb / 1024
+        memory["end_mib"] = ProcessSample.of(ours[0]).rss_kb / 1024
+    return runs, memory
 
 
-def bench_size(tmp: Path, port: int, size_kb: int, args: argparse.Namespace, server_pid: int,
-               endpoints: dict[str, str]) -> list[Row]:
-    body = orjson.dumps(admission_review(mpijob_of_size("bench", size_kb * 1000)))
-    (tmp / f"{size_kb}.json").write_bytes(body)
-    script = tmp / f"{size_kb}.lua"
-    script.write_text(LUA.format(body=tmp / f"{size_kb}.json"))
-    rows = []
-    for endpoint, path in endpoints.items():
-        for concurrency in CONCURRENCY:
-            output, cpu = measure(f"https://127.0.0.1:{port}{path}", script, concurrency, args, server_pid)
-            rps, p50, p99, total = parse_wrk(output)
-            cpu_us = cpu / total * 1e6
-            rows.append(Row(endpoint, size_kb, len(body), concurrency, rps, p50, p99, cpu_us, 1e6 / cpu_us))
-            print(f"{endpoint:8} {size_kb:3} KB c={concurrency:<3} {rps:8.0f} req/s", file=sys.stderr)
-    return rows
+def measure(endpoint: str, size_kb: int, concurrency: int, number: int, port: int, pid: int, script: Path,
+            args: argparse.Namespace) -> Run:
+    url = f"https://127.0.0.1:{port}{ENDPOINTS[endpoint]}"
+    run_wrk(url, script, concurrency, args.warmup)
+    before = ProcessSample.of(pid)
+    output = run_wrk(url, script, concurrency, args.duration)
+    cpu = ProcessSample.of(pid).cpu_seconds - before.cpu_seconds
+    rps, p50, p99, total = parse_wrk(output)
+    run = Run(endpoint, size_kb, concurrency, number, rps, p50, p99, cpu / total * 1e6)
+    print(f"round {number + 1} {endpoint:8} {size_kb:3} KB c={concurrency:<3} {rps:8.0f} req/s "
+          f"p99 {p99:.2f} ms {run.per_core:7.0f}/core", file=sys.stderr)
+    return run
 
 
-def report(rows: list[Row], rss_kb: int, args: argparse.Namespace) -> None:
-    print(f"# B2 webhook server alone: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-          f"wrk keep-alive over TLS, {args.duration:g} s per row after {args.warmup:g} s warm-up, "
-          f"webhook log level {args.log_level}")
-    print("| endpoint | body | c | req/s | p50 ms | p99 ms | server CPU us/req | req/s per core |")
+def spread(values: Sequence[float], fmt: str) -> str:
+    """``median (min-max)``, or the value alone for one round."""
+    median = format(statistics.median(values), fmt)
+    if len(values) == 1:
+        return median
+    return f"{median} ({format(min(values), fmt)}-{format(max(values), fmt)})"
+
+
+def report(runs: list[Run], memory: dict[str, float], args: argparse.Namespace) -> None:
+    print(f"# B2 webhook server alone: {os.cpu_count()} CPUs, Python {platform.python_version()}, wrk keep-alive "
+          f"over TLS, {args.rounds} interleaved round(s) of {args.duration:g} s per row after {args.warmup:g} s "
+          f"warm-up, webhook log level {args.log_level}; median (min-max) over the rounds")
+    print("| endpoint | body | c | req/s | p50 ms | p99 ms | server CPU µs/req | req/s per core |")
     print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r.endpoint} | {r.size_kb} KB ({r.body_bytes} B) | {r.concurrency} | {r.requests_per_s:,.0f} | "
-              f"{r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.cpu_us_per_request:.0f} | {r.per_core:,.0f} |")
-    print(f"webhook peak RSS: {rss_kb / 1024:.1f} MiB")
-    trivial = {(r.size_kb, r.concurrency): r for r in rows if r.endpoint == "trivial"}
-    print("\nour webhook's req/s per core as a fraction of the trivial handler's, same machine and run:")
-    for r in rows:
-        if r.endpoint != "trivial":
-            base = trivial[(r.size_kb, r.concurrency)]
-            print(f"- {r.endpoint} {r.size_kb} KB c={r.concurrency}: {r.per_core / base.per_core:.0%}")
+    groups: dict[tuple[str, int, int], list[Run]] = {}
+    for run in runs:
+        groups.setdefault((run.endpoint, run.size_kb, run.concurrency), []).append(run)
+    for (endpoint, size_kb, concurrency), group in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+        cells = [spread([r.requests_per_s for r in group], ",.0f"), spread([r.p50_ms for r in group], ".2f"),
+                 spread([r.p99_ms for r in group], ".2f"), spread([r.cpu_us_per_request for r in group], ".0f"),
+                 spread([r.per_core for r in group], ",.0f")]
+        print(f"| {endpoint} | {size_kb} KB | {concurrency} | {' | '.join(cells)} |")
+    print(f"\nwebhook RSS: idle {memory['idle_mib']:.1f} MiB ({memory['idle_mib'] * 1.048576:.1f} MB), "
+          f"after the runs {memory['end_mib']:.1f} MiB, peak {memory['peak_mib']:.1f} MiB; "
+          f"trivial handler idle {memory['trivial_idle_mib']:.1f} MiB")
+    trivial = {(r.size_kb, r.concurrency, r.round): r for r in runs if r.endpoint == "trivial"}
+    print("\nours / trivial, req/s per core of server CPU, paired within each round: median (min-max)")
+    for (endpoint, size_kb, concurrency), group in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+        if endpoint != "trivial":
+            ratios = [r.per_core / trivial[(size_kb, concurrency, r.round)].per_core * 100 for r in group]
+            print(f"- {endpoint} {size_kb} KB c={concurrency}: {spread(ratios, '.1f')} %")
+
+
+def integers(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument("--sizes", type=integers, default=[5, 20, 50], help="body sizes in KB (default 5,20,50)")
+    parser.add_argument("--concurrency", type=integers, default=[1, 16], help="connections (default 1,16)")
+    parser.add_argument("--duration", type=float, default=8.0, help="seconds measured per configuration")
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of warm-up per configuration")
+    parser.add_argument("--log-level", default="info", help="the webhook's log level (info: one line per request)")
+    args = parser.parse_args()
+    ensure_wrk()
+    with tempfile.TemporaryDirectory(prefix="bench-webhook-") as tmp:
+        runs, memory = run_all(Path(tmp), args)
+    report(runs, memory, args)
 
 
 if __name__ == "__main__":

@@ -33,9 +33,19 @@ def _logfmt_value(value: Any) -> str:
 class LogfmtFormatter(logging.Formatter):
     """``ts=... level=info logger=webhook msg=admission key=value ...``."""
 
+    _second = -1
+    _second_text = ""
+
+    def _timestamp(self, record: logging.LogRecord) -> str:
+        second = int(record.created)
+        if second != self._second:  # strftime once per second, not once per line
+            self._second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = second
+        return f"{self._second_text}.{int(record.msecs):03d}Z"
+
     def format(self, record: logging.LogRecord) -> str:
         pairs: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "ts": self._timestamp(record),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
@@ -69,4 +79,8 @@ def configure_logging(level: str = "info", fmt: str = "logfmt") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # The formatters use no thread, process or caller fields: skip collecting them for every record
+    # (the logging HOWTO's "Optimization" switches; the caller lookup walks the stack on each call).
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    logging._srcfile = None
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -73,6 +74,10 @@ async def serve(args: argparse.Namespace) -> int:
             return 1
         logger.info("serving", extra={"kv": {"address": args.bind_address, "port": args.port,
                                             "health_port": args.health_port, "serial": reloader.describe()["serial"]}})
+        # Everything alive now (modules, models, the app) lives as long as the process: leave it out of the
+        # collector's full passes, which otherwise walk ~50,000 objects (5-10 ms, a p99 outlier) now and then.
+        gc.collect()
+        gc.freeze()
         await stop.wait()
         logger.info("shutting down")
     finally:

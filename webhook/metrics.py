@@ -18,6 +18,7 @@ LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0
 @dataclass
 class WebhookMetrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    _children: dict[tuple[str, str], tuple[Counter, Histogram]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.requests = Counter(
@@ -40,8 +41,12 @@ class WebhookMetrics:
         self.registry.register(_CertificateCollector(reloader))
 
     def observe(self, operation: str, result: str, seconds: float) -> None:
-        self.requests.labels(operation, result).inc()
-        self.latency.labels(operation, result).observe(seconds)
+        children = self._children.get((operation, result))
+        if children is None:  # labels() costs a lock and two dict lookups per call: look each pair up once
+            children = self._children[operation, result] = (
+                self.requests.labels(operation, result), self.latency.labels(operation, result))
+        children[0].inc()
+        children[1].observe(seconds)
 
 
 class _CertificateCollector(Collector):

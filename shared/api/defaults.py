@@ -6,6 +6,7 @@ One table drives both users: ``with_defaults`` (the reconciler, in memory) and `
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from shared.api import constants as c
@@ -101,6 +102,7 @@ def with_defaults(job: MPIJob) -> MPIJob:
     return MPIJob.model_validate(defaulted_dict(job.to_dict()))
 
 
+@lru_cache(maxsize=256)  # the paths are a few fixed ones
 def _pointer(path: Path) -> str:
     return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in path)
 

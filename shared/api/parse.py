@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from shared.api import field_errors as fe
@@ -73,8 +75,41 @@ def _too_many_replica_specs(obj: JSONDict) -> FieldError | None:
                          f'must have at most {MAX_REPLICA_SPECS} items (only "Launcher" and "Worker" are used)')
 
 
+_ESCAPE = re.compile(rb"\\.")
+_NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'{}[]"')))
+_BRACKETS = bytes.maketrans(b"{[}]", b"(())")
+
+
+def _nesting_within_limit(obj: JSONDict) -> bool:
+    """True when no object or array in ``obj`` is nested MAX_NESTING levels deep or more; False when one may be.
+
+    Works on orjson's encoding, at C speed: with escapes and string contents removed, only the brackets
+    remain, and each pass of deleting ``()`` pairs removes one level. Anything orjson cannot encode, or
+    encodes as a container where ``_too_deep`` sees none (tuples, dataclasses), can only make this False,
+    so the exact walk decides those.
+    """
+    try:
+        encoded = orjson.dumps(obj)
+    except orjson.JSONEncodeError:  # too deep for orjson itself (254), or not JSON
+        return False
+    if b"\\" in encoded:
+        encoded = _ESCAPE.sub(b"", encoded)
+    # Deleting a pair of adjacent quotes keeps every other quote's parity, so even parts stay outside strings.
+    structure = encoded.translate(None, _NOT_STRUCTURE).replace(b'""', b"")
+    if b'"' in structure:
+        structure = b"".join(structure.split(b'"')[::2])
+    structure = structure.translate(_BRACKETS)
+    for _ in range(MAX_NESTING):
+        structure = structure.replace(b"()", b"")
+        if not structure:
+            return True
+    return False
+
+
 def _too_deep(obj: JSONDict) -> tuple[int | str, ...] | None:
     """The path of the first object or array nested deeper than MAX_NESTING, without recursion."""
+    if _nesting_within_limit(obj):
+        return None
     depth_stack: list[tuple[Any, int]] = [(obj, 0)]
     while depth_stack:  # cheap first pass: depths only
         node, depth = depth_stack.pop()

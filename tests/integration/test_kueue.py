@@ -12,7 +12,6 @@ Skipped only when Go is absent and Kueue is not built.
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import json
 import sys
@@ -211,18 +210,21 @@ def queued_job(name: str, queue: str, *, hang: bool = True, priority: str | None
                          "replicas": 2, "template": {"spec": {"containers": [container()]}}}}}}
 
 
-def defaulted_spec(run_policy: JSON) -> JSON:
-    """The stored spec of ``queued_job`` after both webhooks: our defaults, ``run_policy`` as given, and the
-    empty ``metadata`` Kueue's webhook adds to the Worker template (it re-serialises the job from Go types,
-    where a PodTemplateSpec's ObjectMeta is never omitted)."""
+def defaulted_spec(run_policy: JSON, *, kueue_mutated: bool = True) -> JSON:
+    """The stored spec of ``queued_job`` after both webhooks: our defaults, ``run_policy`` as given and, when
+    Kueue's webhook changed the job, the empty ``metadata`` it adds to the Worker template (its patch is
+    computed from the job re-serialised from Go types, where a PodTemplateSpec's ObjectMeta is never
+    omitted)."""
+    worker: JSON = {"spec": {"containers": [container()]}}
+    if kueue_mutated:
+        worker = {"metadata": {}, **worker}
     return {
         "slotsPerWorker": 1, "sshAuthMountPath": "/root/.ssh", "mpiImplementation": "OpenMPI",
         "launcherCreationPolicy": "AtStartup", "runLauncherAsWorker": False, "runPolicy": run_policy,
         "mpiReplicaSpecs": {
             "Launcher": {"replicas": 1, "restartPolicy": "OnFailure", "template": {
                 "metadata": {"labels": HANG}, "spec": {"containers": [container()]}}},
-            "Worker": {"replicas": 2, "restartPolicy": "Never", "template": {
-                "metadata": {}, "spec": {"containers": [container()]}}}}}
+            "Worker": {"replicas": 2, "restartPolicy": "Never", "template": worker}}}
 
 
 def launcher_pods(jobs: Jobs, job: str) -> list[JSON]:
@@ -394,7 +396,7 @@ def test_multikueue_job_is_defaulted_and_validated_but_never_reconciled(
 
     # Kueue's webhook defaults managedBy once its cache knows the queue's MultiKueue admission check
     def dispatched() -> JSON | None:
-        probe = copy.deepcopy(queued_job("probe", queue))
+        probe = queued_job("probe", queue)
         result = jobs.cluster.kubectl("create", "--dry-run=server", "-n", jobs.ns, "-o", "json", "-f", "-",
                                       input=json.dumps(probe))
         if result.returncode != 0:
@@ -408,10 +410,12 @@ def test_multikueue_job_is_defaulted_and_validated_but_never_reconciled(
     explicit = queued_job("explicit", queue)
     del explicit["metadata"]["labels"][QUEUE_LABEL]
     explicit["spec"]["runPolicy"]["managedBy"] = MULTIKUEUE
-    assert jobs.create(explicit)["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "managedBy": MULTIKUEUE,
-                                                          "suspend": False}
+    # not queued: Kueue's webhook changes nothing (suspend is the CRD schema's default)
+    assert jobs.create(explicit)["spec"] == defaulted_spec(
+        {"cleanPodPolicy": "Running", "managedBy": MULTIKUEUE, "suspend": False}, kueue_mutated=False)
 
     invalid = queued_job("invalid", queue)
+    invalid["spec"]["runPolicy"]["managedBy"] = MULTIKUEUE
     invalid["spec"]["mpiReplicaSpecs"]["Launcher"]["replicas"] = 2
     with pytest.raises(ApiError) as denied:
         jobs.create(invalid)

@@ -31,8 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from webhook.pem import PEMError, leaf_facts, pem_blocks
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -71,31 +70,43 @@ def build_server_context() -> ssl.SSLContext:
 
 
 def inspect_pair(cert_pem: bytes, key_pem: bytes) -> LoadedCertificate:
-    """Parse a PEM chain and an unencrypted PEM key; raise CertificateError unless the key fits the leaf."""
+    """Parse a PEM chain and an unencrypted PEM key; raise CertificateError unless OpenSSL loads the pair
+    (which checks that the key fits the leaf). The pair is rehearsed on a scratch context: a failed
+    ``load_cert_chain`` can leave a context with the new certificate but no key."""
     try:
-        chain = x509.load_pem_x509_certificates(cert_pem)
-    except ValueError as exc:
-        raise CertificateError(f"certificate: {_short(exc)}") from exc
+        chain = [der for label, _, der in pem_blocks(cert_pem) if label == "CERTIFICATE"]
+        if not chain:
+            raise PEMError("no complete PEM certificate block (BEGIN/END CERTIFICATE) found")
+        leaf = leaf_facts(chain[0])
+    except PEMError as exc:
+        raise CertificateError(f"certificate: {exc}") from exc
+    _check_key(key_pem)
     try:
-        key = serialization.load_pem_private_key(key_pem, password=None)
-    except (ValueError, TypeError) as exc:  # TypeError: the key is encrypted
-        raise CertificateError(f"private key: {_short(exc)}") from exc
-    leaf = chain[0]
-    if key.public_key() != leaf.public_key():
-        raise CertificateError("private key does not match the certificate")
-    return LoadedCertificate(
-        serial=leaf.serial_number,
-        fingerprint_sha256=leaf.fingerprint(hashes.SHA256()).hex(),
-        subject=leaf.subject.rfc4514_string(),
-        not_before=leaf.not_valid_before_utc,
-        not_after=leaf.not_valid_after_utc,
-    )
+        _load_chain(build_server_context(), cert_pem, key_pem)
+    except ssl.SSLError as exc:
+        if exc.reason == "KEY_VALUES_MISMATCH":
+            raise CertificateError("private key does not match the certificate") from exc
+        raise CertificateError(f"private key: OpenSSL cannot load it ({_short(exc)})") from exc
+    return LoadedCertificate(serial=leaf.serial, fingerprint_sha256=leaf.fingerprint_sha256, subject=leaf.subject,
+                             not_before=leaf.not_before, not_after=leaf.not_after)
 
 
-def _short(exc: Exception) -> str:
-    """cryptography's message without its FAQ link: ``Unable to load PEM file (MalformedFraming)``."""
-    text = str(exc) or type(exc).__name__
-    return re.sub(r"\. See https?://\S+ for more details\. (\w+)$", r" (\1)", text)
+def _check_key(key_pem: bytes) -> None:
+    """An unencrypted PEM private key block must be there (OpenSSL's own errors say only "PEM lib")."""
+    try:
+        keys = [(label, body) for label, body, _ in pem_blocks(key_pem) if label.endswith("PRIVATE KEY")]
+    except PEMError as exc:
+        raise CertificateError(f"private key: {exc}") from exc
+    if not keys:
+        raise CertificateError("private key: no complete PEM private key block (BEGIN/END PRIVATE KEY) found")
+    label, body = keys[0]
+    if label == "ENCRYPTED PRIVATE KEY" or b"Proc-Type: 4,ENCRYPTED" in body:
+        raise CertificateError("private key: the key is encrypted; the webhook needs an unencrypted key")
+
+
+def _short(exc: ssl.SSLError) -> str:
+    """OpenSSL's reason without the source location: ``[SSL] PEM lib``."""
+    return re.sub(r" \(_ssl\.c:\d+\)$", "", str(exc.args[1] if len(exc.args) > 1 else exc))
 
 
 class CertificateReloader:
@@ -165,11 +176,8 @@ class CertificateReloader:
         if digest == self._seen:
             return False
         try:
-            cert = inspect_pair(cert_pem, key_pem)
-            # A failed load_cert_chain can leave a context with the new cert but no key; rehearse on a
-            # scratch context so the live one is only touched with a pair known to load.
-            _load_chain(build_server_context(), cert_pem, key_pem)
-            _load_chain(self._context, cert_pem, key_pem)
+            cert = inspect_pair(cert_pem, key_pem)  # rehearsed on a scratch context: the live one only sees
+            _load_chain(self._context, cert_pem, key_pem)  # a pair known to load
         except (CertificateError, ssl.SSLError, OSError) as exc:
             return self._reject(digest, str(exc), log_failure)
         self._seen, self._loaded, self.last_error = digest, cert, None
@@ -235,7 +243,12 @@ class CertificateReloader:
 def _load_chain(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
     """`load_cert_chain` from bytes, so the pair loaded is exactly the pair validated."""
     with _as_paths(cert_pem, key_pem) as (cert_path, key_path):
-        context.load_cert_chain(cert_path, key_path)
+        context.load_cert_chain(cert_path, key_path, password=_no_password)
+
+
+def _no_password() -> bytes:
+    """Never a terminal prompt from OpenSSL: an encrypted key fails to load instead."""
+    return b""
 
 
 @contextlib.contextmanager

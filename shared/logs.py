@@ -6,11 +6,12 @@ Never pass Secret data or whole request bodies.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 
@@ -72,9 +73,56 @@ class JSONFormatter(LogfmtFormatter):
         return orjson.dumps(pairs, default=str).decode()
 
 
-def configure_logging(level: str = "info", fmt: str = "logfmt") -> None:
-    """Send structured lines to stderr at ``level`` (debug, info, warning, error)."""
-    handler = logging.StreamHandler(sys.stderr)
+class TurnBufferedHandler(logging.StreamHandler[TextIO]):
+    """A stream handler that writes the lines logged during one event-loop turn with one write.
+
+    A server answering many requests per turn otherwise pays one system call per log line. Lines logged
+    outside a running loop are written at once, after any pending ones, so order is kept; ``flush`` (called
+    by ``logging.shutdown`` at exit) writes what is pending.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(stream)
+        self._pending: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._write_pending()
+            super().emit(record)
+            return
+        try:
+            line = self.format(record)
+        except Exception:
+            self.handleError(record)
+            return
+        if not self._pending:
+            loop.call_soon(self._write_pending)
+        self._pending.append(line)
+
+    def flush(self) -> None:
+        self._write_pending()
+        super().flush()
+
+    def _write_pending(self) -> None:
+        if not self._pending:
+            return
+        lines, self._pending = self._pending, []
+        try:
+            self.stream.write("\n".join(lines) + "\n")
+            self.stream.flush()
+        except Exception:  # as logging.Handler.handleError would, without a record to name
+            if logging.raiseExceptions:
+                sys.stderr.write("--- Logging error: could not write buffered log lines ---\n")
+
+
+def configure_logging(level: str = "info", fmt: str = "logfmt", *, per_loop_turn: bool = False) -> None:
+    """Send structured lines to stderr at ``level`` (debug, info, warning, error).
+
+    ``per_loop_turn``: write the lines of one event-loop turn together (``TurnBufferedHandler``).
+    """
+    handler = TurnBufferedHandler(sys.stderr) if per_loop_turn else logging.StreamHandler(sys.stderr)
     handler.setFormatter(JSONFormatter() if fmt == "json" else LogfmtFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

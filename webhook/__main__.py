@@ -104,7 +104,7 @@ async def _listen(runners: list[web.AppRunner], args: argparse.Namespace, reload
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    configure_logging(args.log_level, args.log_format)
+    configure_logging(args.log_level, args.log_format, per_loop_turn=True)
     try:
         import uvloop  # noqa: PLC0415  (an optional speed-up)
     except ImportError:

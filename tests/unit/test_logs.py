@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import io
 import logging
 
 import orjson
 
-from shared.logs import JSONFormatter, LogfmtFormatter
+from shared.logs import JSONFormatter, LogfmtFormatter, TurnBufferedHandler
 
 
 def record(**kv: object) -> logging.LogRecord:
@@ -27,3 +29,46 @@ def test_json_line() -> None:
     assert orjson.loads(JSONFormatter().format(record(op="mutate", patch_ops=3))) == {
         "ts": 1_795_990_000.25, "level": "info", "logger": "webhook", "msg": "admission", "op": "mutate",
         "patch_ops": 3}
+
+
+class CountingStream(io.StringIO):
+    writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+def test_turn_buffered_handler_writes_one_turn_at_once_in_order() -> None:
+    stream = CountingStream()
+    handler = TurnBufferedHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log = logging.getLogger("test-turn-buffered")
+    log.handlers[:], log.propagate, log.level = [handler], False, logging.INFO
+
+    async def turns() -> None:
+        log.info("one")
+        log.info("two")
+        assert stream.getvalue() == "before\n"  # nothing written inside the turn
+        await asyncio.sleep(0)
+        log.info("three")
+
+    log.info("before")
+    asyncio.run(turns())
+    log.info("after")
+    assert stream.getvalue() == "before\none\ntwo\nthree\nafter\n"
+    assert stream.writes == 4  # before, one+two, three, after
+
+
+def test_turn_buffered_handler_flush_writes_what_is_pending() -> None:
+    stream = io.StringIO()
+    handler = TurnBufferedHandler(stream)
+
+    async def log_then_stop() -> None:
+        handler.emit(logging.LogRecord("x", logging.INFO, __file__, 1, "pending", None, None))
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(log_then_stop())
+    loop.close()  # the write scheduled for the end of the turn never ran
+    handler.flush()
+    assert stream.getvalue() == "pending\n"

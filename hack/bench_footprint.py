@@ -4,8 +4,10 @@ On a local control plane seeded with unrelated objects (5,000 scheduling-gated P
 1,000 ConfigMaps and 1,000 Secrets), starts ``python -m webhook`` and ``python -m reconciler`` and reports:
 time from exec to the webhook's first 200 on /readyz and to the reconciler's caches synced; the RSS of both
 60 s after start (B6a: unrelated objects must not be cached); then, with 100 MPIJobs of 16 workers each
-running, the reconciler's RSS again and its growth per managed pod (B6b).
-Usage: ``python -m hack.bench_footprint [--idle-seconds 60]``.
+running, the reconciler's RSS again and its growth per managed pod (B6b), at once and after ``--settle-seconds``
+(the burst's extra connections closed, free heap pages returned). ``--no-seed`` starts without the unrelated
+objects (for the difference they make).
+Usage: ``python -m hack.bench_footprint [--idle-seconds 60] [--settle-seconds 30] [--no-seed]``.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def mib(kb: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--idle-seconds", type=float, default=60.0)
+    parser.add_argument("--settle-seconds", type=float, default=30.0)
+    parser.add_argument("--no-seed", dest="seed", action="store_false", help="no unrelated objects")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-footprint-") as tmp, \
             LocalCluster(nodes=NodePool(count=4, pods="1000"), crds=[CRD], verbose=False) as cluster:
@@ -65,7 +69,8 @@ def main() -> None:
             async with ApiLoad(cluster.server, cluster.ca_file, cluster.admin_cert, cluster.admin_key) as load:
                 await seed(load)
 
-        asyncio.run(seeded())
+        if args.seed:
+            asyncio.run(seeded())
         webhook = OperatorWebhook(cluster, Path(tmp))
         reconciler = OperatorReconciler(cluster, Path(tmp), "--kube-api-qps=200", "--kube-api-burst=400")
         try:
@@ -76,8 +81,10 @@ def main() -> None:
             began = time.monotonic()
             reconciler.start()
             reconciler.wait_ready()
+            unrelated = ("5,000 unrelated pods and 2,000 unrelated ConfigMaps/Secrets" if args.seed
+                         else "nothing else")
             print(f"B7 reconciler: caches synced {time.monotonic() - began:.2f} s after exec "
-                  "(5,000 unrelated pods and 2,000 unrelated ConfigMaps/Secrets in the cluster)")
+                  f"({unrelated} in the cluster)")
             time.sleep(args.idle_seconds)  # a benchmark's idle period, not a test wait
             assert webhook.process is not None
             assert reconciler.process is not None
@@ -98,6 +105,11 @@ def main() -> None:
             per_pod = (rec_loaded.rss_kb - rec_idle.rss_kb) * 1024 / 1700
             print(f"B6b reconciler RSS with 100 MPIJobs x 16 workers: {mib(rec_loaded.rss_kb)} "
                   f"(+{per_pod / 1024:.2f} KiB per managed pod, 1,700 pods), CPU {rec_loaded.cpu_seconds:.1f} s")
+            time.sleep(args.settle_seconds)  # a benchmark's settling period, not a test wait
+            rec_settled = ProcessSample.of(reconciler.process.pid)
+            per_pod = (rec_settled.rss_kb - rec_idle.rss_kb) * 1024 / 1700
+            print(f"B6b reconciler RSS {args.settle_seconds:.0f} s later: {mib(rec_settled.rss_kb)} "
+                  f"(+{per_pod / 1024:.2f} KiB per managed pod), peak {mib(rec_settled.peak_rss_kb)}")
         finally:
             reconciler.stop()
             webhook.stop()

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from reconciler.runtime.client import StartupError
 from shared.jsondict import JSONDict
 
@@ -90,22 +88,29 @@ def _selected(document: Any) -> tuple[JSONDict, JSONDict]:
     return cluster, user
 
 
+def _read(path: Path) -> Any:
+    """The kubeconfig as YAML; KubeconfigError when it is not. PyYAML (about 1 MiB) is imported by the first
+    call: a reconciler running in its cluster reads no kubeconfig."""
+    import yaml  # noqa: PLC0415
+
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise KubeconfigError(" ".join(str(error).split())) from None
+
+
 def needs_plugin(path: Path) -> bool:
     """True when the current user authenticates through an exec or auth-provider plugin."""
     try:
-        _, user = _selected(yaml.safe_load(path.read_text()))
-    except (KubeconfigError, yaml.YAMLError):
+        _, user = _selected(_read(path))
+    except KubeconfigError:
         return False
     return "exec" in user or "auth-provider" in user
 
 
 def load_kubeconfig(path: Path) -> ClientConfig:
     """The ClientConfig of the kubeconfig's current context; KubeconfigError when it cannot work."""
-    try:
-        document = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise KubeconfigError(" ".join(str(error).split())) from None
-    cluster, user = _selected(document)
+    cluster, user = _selected(_read(path))
     server = cluster.get("server")
     if not isinstance(server, str) or not server:
         raise KubeconfigError("the current context's cluster has no server")

@@ -94,3 +94,13 @@ def test_the_reconciler_never_imports_kubernetes_asyncio_for_a_plain_kubeconfig(
             "print(sorted(m for m in sys.modules if m.startswith('kubernetes_asyncio')))\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert result.stdout.strip() == "[]"
+
+
+def test_an_idle_reconciler_imports_no_yaml_nor_cryptography() -> None:
+    """In its cluster the reconciler reads no kubeconfig (PyYAML) and makes its SSH keys with the OpenSSL that
+    ssl loaded (cryptography is only the fallback), so neither is imported by the process itself."""
+    code = ("import sys\n"
+            "import reconciler.__main__\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'yaml', 'cryptography', 'kubernetes_asyncio'}))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.strip() == "[]"

@@ -21,6 +21,8 @@ _PLAIN = re.compile(r"[A-Za-z0-9_./:@-]+").fullmatch
 def _logfmt_value(value: Any) -> str:
     """A bare word when it is one, JSON otherwise (a quoted string, a list, an object)."""
     kind = type(value)
+    if kind is str and value.isascii() and value.isalnum():  # the common case, without the regex
+        return value  # type: ignore[no-any-return]
     if kind is bool:
         return "true" if value else "false"
     if kind is int or kind is float:

@@ -83,6 +83,8 @@ def parse_review(body: bytes) -> JSONDict:
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}").fullmatch
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?").fullmatch
 _OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+_LOG_FIELD_CHECKS: dict[str, Callable[[str], object]] = {"uid": _UUID, "operation": _OPERATIONS.__contains__,
+                                                         "namespace": _NAME, "name": _NAME}
 
 
 def log_fields(request: JSONDict) -> JSONDict:
@@ -91,10 +93,8 @@ def log_fields(request: JSONDict) -> JSONDict:
     whatever a client put there (a key, a token, megabytes) never reaches a log line."""
     fields = {"uid": request["uid"], "operation": request["operation"], "namespace": request.get("namespace", ""),
               "name": request.get("name", "")}
-    checks: dict[str, Callable[[str], object]] = {"uid": _UUID, "operation": _OPERATIONS.__contains__,
-                                                   "namespace": _NAME, "name": _NAME}
     for key, value in fields.items():
-        if value in ("", None) or (isinstance(value, str) and checks[key](value)):
+        if value in ("", None) or (isinstance(value, str) and _LOG_FIELD_CHECKS[key](value)):
             continue
         fields[key] = f"<{len(value)} characters>" if isinstance(value, str) else "<not a string>"
     return fields

@@ -36,6 +36,7 @@ MAX_THROTTLE_RETRIES = 10
 # answers take more reads, nothing else). The reconciler process alone makes this setting.
 TLS_READ_BUFFER = 18 * 1024
 asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
+MAX_IDLE_CONNECTIONS = 25  # client-go's MaxIdleConnsPerHost
 MAX_EVENT_BYTES = 64 << 20  # a watch event larger than this is a broken stream, not an object
 
 
@@ -90,7 +91,7 @@ class KubeClient:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(ssl=self._ssl_context(), limit=64, socket_factory=keepalive_socket)
+            connector = _Connector(ssl=self._ssl_context(), limit=64, socket_factory=keepalive_socket)
             self._session = aiohttp.ClientSession(
                 connector=connector, json_serialize=lambda o: orjson.dumps(o).decode(),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
@@ -144,6 +145,17 @@ class KubeClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+class _Connector(aiohttp.TCPConnector):
+    """At most ``MAX_IDLE_CONNECTIONS`` idle connections kept for reuse, as client-go's MaxIdleConnsPerHost: the
+    extra connections of a burst (about 70 KiB each with their TLS state) are closed when released. aiohttp keeps
+    every one and reuses them in turn, so any steady traffic keeps a burst's whole pool open for good."""
+
+    def _release(self, key: Any, protocol: Any, *, should_close: bool = False) -> None:
+        idle = self._conns.get(key)
+        surplus = idle is not None and len(idle) >= MAX_IDLE_CONNECTIONS
+        super()._release(key, protocol, should_close=should_close or surplus)
 
 
 def _api_error(status: int, raw: bytes) -> ApiError:

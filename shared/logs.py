@@ -110,13 +110,18 @@ class TurnBufferedHandler(logging.StreamHandler[TextIO]):
     def _write_pending(self) -> None:
         if not self._pending:
             return
-        lines, self._pending = self._pending, []
+        self.acquire()  # a line logged from another thread must not interleave (emit runs under it too)
         try:
+            lines, self._pending = self._pending, []
+            if not lines:  # written by another thread meanwhile
+                return
             self.stream.write("\n".join(lines) + "\n")
             self.stream.flush()
         except Exception:  # as logging.Handler.handleError would, without a record to name
             if logging.raiseExceptions:
                 sys.stderr.write("--- Logging error: could not write buffered log lines ---\n")
+        finally:
+            self.release()
 
 
 def configure_logging(level: str = "info", fmt: str = "logfmt", *, per_loop_turn: bool = False) -> None:

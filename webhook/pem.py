@@ -42,7 +42,7 @@ def pem_blocks(data: bytes) -> list[tuple[str, bytes, bytes]]:
         body = match.group(2)
         lines = [line for line in body.splitlines() if line.strip() and b":" not in line]  # skip RFC 1421 headers
         try:
-            der = base64.b64decode(b"".join(lines), validate=True)
+            der = base64.b64decode(b"".join(line.strip() for line in lines), validate=True)
         except binascii.Error as exc:
             raise PEMError(f"{match.group(1).decode()} block is not valid base64 ({exc})") from None
         blocks.append((match.group(1).decode(), body, der))

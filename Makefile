@@ -28,7 +28,8 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@# PYTHONWARNINGS: setuptools boxes a notice about editable flat layouts into every install's output
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e '.[dev]'
 	@touch $@
 
 venv: $(STAMP)
@@ -114,7 +115,7 @@ bench-reconciler: $(STAMP) testbin
 # control-plane binaries; benchmark only) and plots with matplotlib (the `bench` extra).
 BENCH_STAMP := $(VENV)/.installed-bench
 $(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e '.[dev,bench]'
 	@touch $@
 
 bench-peer: $(BENCH_STAMP) testbin

@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 CLUSTER_DIR := .cluster
 
 .DEFAULT_GOAL := help
-.PHONY: help venv testbin node-images e2e e2e-up e2e-down lint unit integration test faults demo cluster-up cluster-down crd bench-webhook bench-admission bench-reconciler bench-peer clean
+.PHONY: help venv testbin node-images e2e e2e-up e2e-down lint unit integration test faults demo cluster-up cluster-down crd bench-webhook bench-admission bench-reconciler bench-recovery bench-peer clean
 
 help:
 	@echo "make demo          set everything up, start a local control plane and the operator, run the examples"
@@ -110,6 +110,9 @@ bench-admission: $(STAMP) testbin
 
 bench-reconciler: $(STAMP) testbin
 	$(PY) -m hack.bench_reconciler
+
+bench-recovery: $(STAMP) testbin
+	$(PY) -m hack.bench_recovery
 
 # The peer benchmark: builds github.com/kubeflow/mpi-operator from the Go module proxy (cached beside the
 # control-plane binaries; benchmark only) and plots with matplotlib (the `bench` extra).

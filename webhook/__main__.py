@@ -23,7 +23,8 @@ from webhook.tls import CertificateReloader
 logger = logging.getLogger("webhook")
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m webhook`` (also read by the operator guide's flag table test)."""
     parser = argparse.ArgumentParser(prog="python -m webhook", description=__doc__)
     parser.add_argument("--port", type=port, default=9443, help="HTTPS port for admission, health and metrics")
     parser.add_argument("--bind-address", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
@@ -37,7 +38,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help=f"largest AdmissionReview accepted, larger get 413 (default {DEFAULT_MAX_BODY_BYTES})")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="logfmt", choices=["logfmt", "json"])
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def health_app(metrics: WebhookMetrics, reloader: CertificateReloader) -> web.Application:

@@ -153,7 +153,7 @@ def ca_bundle_b64(path: Path, *more: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the process exit status. Logging is configured by the caller."""
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     out_dir, now = Path(args.out_dir), datetime.now(UTC)
     ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None = None
     if args.reuse_ca:
@@ -191,7 +191,7 @@ def os_error(exc: OSError) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m webhook.certs", description=__doc__.split("\n")[0])
     p.add_argument("--out-dir", required=True, help="directory for ca.crt, ca.key, tls.crt, tls.key")
     p.add_argument("--service", default="mpijob-webhook", help="webhook Service name")

@@ -52,22 +52,6 @@ def _section(path: Path, heading: str) -> str:
     return text[start:end if end != -1 else None]
 
 
-def _webhook_parser(monkeypatch: pytest.MonkeyPatch) -> argparse.ArgumentParser:
-    """The parser ``python -m webhook`` builds (it is local to ``parse_args``)."""
-    import webhook.__main__ as webhook_main  # noqa: PLC0415  (the aiohttp app: only this test needs it)
-
-    seen: list[argparse.ArgumentParser] = []
-
-    def capture(self: argparse.ArgumentParser, *_: Any, **__: Any) -> argparse.Namespace:
-        seen.append(self)
-        return argparse.Namespace()
-
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
-    webhook_main.parse_args([])
-    monkeypatch.undo()
-    return seen[0]
-
-
 def _shown(action: argparse.Action) -> str | None:
     """How the guide writes an option's default; None when it has none to show (switches, lists)."""
     if action.required:
@@ -84,17 +68,18 @@ def _shown(action: argparse.Action) -> str | None:
     return '`""`' if value == "" else f"`{value}`"
 
 
-def _parsers(monkeypatch: pytest.MonkeyPatch) -> dict[str, argparse.ArgumentParser]:
+def _parsers() -> dict[str, argparse.ArgumentParser]:
     from reconciler.options import build_parser  # noqa: PLC0415
     from reconciler.render import build_parser as render_parser  # noqa: PLC0415
-    from webhook.certs import _parser as certs_parser  # noqa: PLC0415
+    from webhook.__main__ import build_parser as webhook_parser  # noqa: PLC0415  (the aiohttp app: only here)
+    from webhook.certs import build_parser as certs_parser  # noqa: PLC0415
 
-    return {"Reconciler flags": build_parser(), "Webhook flags": _webhook_parser(monkeypatch),
+    return {"Reconciler flags": build_parser(), "Webhook flags": webhook_parser(),
             "`python -m webhook.certs`": certs_parser(), "`python -m reconciler render`": render_parser()}
 
 
-def test_the_operator_guide_lists_every_flag_with_its_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    for heading, parser in _parsers(monkeypatch).items():
+def test_the_operator_guide_lists_every_flag_with_its_default() -> None:
+    for heading, parser in _parsers().items():
         rows = {m.group(1): m.group(2).strip() for m in
                 re.finditer(r"^\| `(--[\w-]+)` \|([^|]*)\|", _section(OPERATOR_GUIDE, heading), re.M)}
         documented = [a for a in parser._actions

@@ -24,7 +24,7 @@ import pytest
 from tests.harness import HarnessError, LocalCluster
 from tests.harness.audit import audit_flags
 from tests.harness.binaries import find_bin_dir
-from tests.integration.operator_fixtures import operator_dir, reconciler, webhook  # noqa: F401  (fixtures)
+from tests.integration.operator_fixtures import alone, operator_dir, reconciler, webhook  # noqa: F401  (fixtures)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MPIJOB_CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"

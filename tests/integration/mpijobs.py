@@ -45,6 +45,17 @@ class Jobs:
         base = f"/apis/{group}" if group else "/api/v1"
         return f"{base}/namespaces/{self.ns}/{plural}" + (f"/{name}" if name else "")
 
+    def pod_quota(self, name: str, pods: int) -> str:
+        """A ResourceQuota of ``pods`` pods in the namespace, once the quota controller accounts it (before
+        that, creates are refused with another message); its path."""
+        quota = self.path("resourcequotas", name)
+        self.cluster.rest.create(self.path("resourcequotas"), {"apiVersion": "v1", "kind": "ResourceQuota",
+                                                               "metadata": {"name": name},
+                                                               "spec": {"hard": {"pods": str(pods)}}})
+        wait_for(lambda: (self.cluster.rest.get(quota).get("status") or {}).get("hard"), timeout=30,
+                 what="the quota controller to account the ResourceQuota")
+        return quota
+
     def create(self, job: JSON) -> JSON:
         return self.cluster.rest.create(self.path("mpijobs", group="kubeflow.org/v2beta1"), job)
 

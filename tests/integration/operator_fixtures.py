@@ -86,3 +86,13 @@ def reconciler(cluster: LocalCluster, webhook: OperatorWebhook, operator_dir: Pa
         yield control
     finally:
         control.stop()
+
+
+@pytest.fixture
+def alone(reconciler: ReconcilerControl) -> Iterator[ReconcilerControl]:
+    """The session reconciler stopped for the test (two reconcilers would share the work), restarted after."""
+    reconciler.process.stop()
+    try:
+        yield reconciler
+    finally:
+        reconciler.restart()

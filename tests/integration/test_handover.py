@@ -17,7 +17,6 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,16 +163,6 @@ def _writes(cluster: LocalCluster, offset: int, namespace: str) -> Writes:
         if ref.get("resource") == "jobs":
             writes.launcher_creates.setdefault(name, []).append(user)
     return writes
-
-
-@pytest.fixture
-def alone(reconciler: ReconcilerControl) -> Iterator[ReconcilerControl]:
-    """The session reconciler (no leader election) stopped for the test, restarted after."""
-    reconciler.process.stop()
-    try:
-        yield reconciler
-    finally:
-        reconciler.restart()
 
 
 @pytest.fixture(scope="module")

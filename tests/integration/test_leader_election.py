@@ -64,16 +64,6 @@ class LeaseWatch:
 
 
 @pytest.fixture
-def alone(reconciler: ReconcilerControl) -> Iterator[ReconcilerControl]:
-    """The session reconciler stopped for the test (two reconcilers would share the work), restarted after."""
-    reconciler.process.stop()
-    try:
-        yield reconciler
-    finally:
-        reconciler.restart()
-
-
-@pytest.fixture
 def more_nodes(cluster: LocalCluster) -> Iterator[None]:
     """Room for 800 more pods (the session's three nodes hold 110 each)."""
     for index in range(EXTRA_NODES.count):

@@ -118,12 +118,7 @@ QUOTA_REFUSAL = re.compile(r'pods "pi-worker-[0-3]" is forbidden: exceeded quota
 
 
 def test_refused_creates_say_why_once(jobs: Jobs, cluster: LocalCluster) -> None:
-    quota = jobs.path("resourcequotas", "two-pods")
-    cluster.rest.create(jobs.path("resourcequotas"), {"apiVersion": "v1", "kind": "ResourceQuota",
-                                                      "metadata": {"name": "two-pods"},
-                                                      "spec": {"hard": {"pods": "2"}}})
-    wait_for(lambda: (cluster.rest.get(quota).get("status") or {}).get("hard"), timeout=30,
-             what="the quota controller to account the ResourceQuota")
+    quota = jobs.pod_quota("two-pods", 2)
     jobs.create(mpijob("pi", 4, launcher_labels=HANG))
     condition = workers_ready(jobs, "pi", "CreateFailed")
     assert condition["status"] == "False"

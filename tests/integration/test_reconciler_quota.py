@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from tests.harness import LocalCluster
-from tests.harness.wait import wait_for
 from tests.integration.mpijobs import Jobs, mpijob, until
 from tests.integration.operator_fixtures import ReconcilerControl
 
@@ -19,12 +18,7 @@ def jobs(cluster: LocalCluster, namespace: str, reconciler: ReconcilerControl) -
 
 def test_a_quota_failure_is_one_warning_event_per_sync(jobs: Jobs, cluster: LocalCluster,
                                                        reconciler: ReconcilerControl) -> None:
-    quota = jobs.path("resourcequotas", "two-pods")
-    cluster.rest.create(jobs.path("resourcequotas"), {"apiVersion": "v1", "kind": "ResourceQuota",
-                                                      "metadata": {"name": "two-pods"},
-                                                      "spec": {"hard": {"pods": "2"}}})
-    wait_for(lambda: (cluster.rest.get(quota).get("status") or {}).get("hard"), timeout=30,
-             what="the quota controller to account the ResourceQuota")
+    quota = jobs.pod_quota("two-pods", 2)
     jobs.create(mpijob("pi", 6, launcher_labels=HANG))  # 2 workers fit, 4 are refused on every sync
 
     def failures() -> list[dict[str, str]]:

@@ -13,6 +13,8 @@
 # the binary and the manifests present does no work (with the binary alone, it copies the manifests
 # again). Prints the binary's path as the last line of stdout; progress goes to stderr.
 set -euo pipefail
+# shellcheck source=hack/gomodule.sh
+source "$(dirname "$0")/gomodule.sh"
 
 KUEUE_VERSION="${KUEUE_VERSION:-v0.19.2}"
 MODULE="sigs.k8s.io/kueue"
@@ -37,19 +39,7 @@ command -v go >/dev/null || { log "error: Go is not installed (need go on PATH)"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}" CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 mkdir -p "$OUT/bin" "$OUT/logs"
 
-log "downloading $MODULE@$KUEUE_VERSION from the module proxy ..."
-if ! INFO="$(go mod download -json "$MODULE@$KUEUE_VERSION" 2>"$OUT/logs/download.err")"; then
-  log "error: the Go module proxy does not serve $MODULE@$KUEUE_VERSION:"; cat "$OUT/logs/download.err" >&2
-  exit 3
-fi
-DIR="$(python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])' <<<"$INFO")"
-SRC="$OUT/src"
-rm -rf "$SRC"
-cp -r "$DIR" "$SRC"
-chmod -R u+w "$SRC"
-if grep -qE '^\s*replace\b' "$SRC/go.mod"; then
-  log "warning: $MODULE@$KUEUE_VERSION's go.mod has replace directives; building it as it is"
-fi
+module_source "$MODULE" "$KUEUE_VERSION" "$OUT"
 
 # The manifests first (cheap), so that a build that fails later still leaves them for inspection.
 rm -rf "$CFG"

@@ -7,6 +7,8 @@
 # with the binary present does no work. Prints the binary's path as the last line of stdout; progress
 # goes to stderr.
 set -euo pipefail
+# shellcheck source=hack/gomodule.sh
+source "$(dirname "$0")/gomodule.sh"
 
 PEER_VERSION="${PEER_VERSION:-v0.8.2}"
 MODULE="github.com/kubeflow/mpi-operator"
@@ -29,19 +31,7 @@ command -v go >/dev/null || { log "error: Go is not installed (need go on PATH)"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}" CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 mkdir -p "$OUT/bin" "$OUT/logs"
 
-log "downloading $MODULE@$PEER_VERSION from the module proxy ..."
-if ! INFO="$(go mod download -json "$MODULE@$PEER_VERSION" 2>"$OUT/logs/download.err")"; then
-  log "error: the Go module proxy does not serve $MODULE@$PEER_VERSION:"; cat "$OUT/logs/download.err" >&2
-  exit 3
-fi
-DIR="$(python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])' <<<"$INFO")"
-SRC="$OUT/src"
-rm -rf "$SRC"
-cp -r "$DIR" "$SRC"
-chmod -R u+w "$SRC"
-if grep -qE '^\s*replace\b' "$SRC/go.mod"; then
-  log "warning: $MODULE@$PEER_VERSION's go.mod has replace directives; building it as it is"
-fi
+module_source "$MODULE" "$PEER_VERSION" "$OUT"
 
 cd "$SRC"
 log "building ./cmd/mpi-operator (CGO_ENABLED=0) ..."

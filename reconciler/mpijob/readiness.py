@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reconciler.mpijob.status import Event, find_condition, is_finished, is_pod_ready, phase, truncate
 from shared.api import constants as c
@@ -27,6 +27,7 @@ _CREATING = frozenset({c.REASON_CONTAINER_CREATING, c.REASON_POD_INITIALIZING})
 _COUNTS = re.compile(r"^\d+/\d+ workers (?:pending|ready)(?:: )?")
 _WORKER_NAME = re.compile(r"-worker-\d+\b")
 _IDENTITY_LENGTH = 900  # a cause is the same when its text agrees this far (truncation cuts the rest)
+_AFTER = re.compile(r" \(after \w+\)$")  # a generic cause that follows an error or readiness says so
 
 
 @dataclass(frozen=True)
@@ -112,22 +113,42 @@ def _changed(old: JSONDict | None, new: Readiness) -> bool:
     return new.reason not in GENERIC and cause_of(reason, str(old.get("message") or "")) != new.cause
 
 
+def _first_start(old: JSONDict | None) -> bool:
+    """Whether the workers are starting for the first time (after creation or a resume): no condition yet, a
+    released one, or a generic cause that followed neither an error nor readiness (no ``(after ...)``)."""
+    if old is None or old.get("reason") in RELEASED:
+        return True
+    return old.get("reason") in GENERIC and not _AFTER.search(str(old.get("message") or ""))
+
+
 def _event(old: JSONDict | None, new: Readiness) -> Event | None:
     """One event per written change; none for suspended and finished (upstream's events say so), nor for the
-    workers starting when they start for the first time (after creation or a resume), nor for their becoming
-    ready after such a start: a job that never had a problem keeps upstream's events exactly (and its writes)."""
+    workers starting when they start for the first time, nor for their becoming ready after such a start: a
+    job that never had a problem keeps upstream's events exactly (and its writes)."""
     if new.reason in RELEASED:
         return None
-    quiet = old is None or old.get("reason") in RELEASED or old.get("reason") in GENERIC
-    if quiet and (new.reason in GENERIC or new.status == c.CONDITION_TRUE):
+    if _first_start(old) and (new.reason in GENERIC or new.status == c.CONDITION_TRUE):
         return None
     return Event("Warning" if new.warning else "Normal", new.reason, new.message)
+
+
+def _with_history(old: JSONDict | None, new: Readiness) -> Readiness:
+    """A generic cause that follows an error or readiness ends with ``(after <reason>)``, kept while the
+    workers stay in generic causes: that is how a later all-ready knows it is news (it gets its event)."""
+    if old is None or new.reason not in GENERIC or _first_start(old):
+        return new
+    reason = str(old.get("reason") or "")
+    if reason in GENERIC:
+        marker = _AFTER.search(str(old.get("message") or ""))
+        return replace(new, message=new.message + marker.group(0)) if marker else new
+    return replace(new, message=f"{new.message} (after {reason})")
 
 
 def set_workers_ready(status: JSONDict, new: Readiness, now: str) -> tuple[Event | None, JSONDict | None]:
     """Put the condition first in ``status`` when it changed (with its event). When it did not, the status is
     left alone and the returned condition is the up-to-date one to write if the status is written anyway."""
     old = find_condition(status, c.CONDITION_WORKERS_READY)
+    new = _with_history(old, new)
     condition = {"type": c.CONDITION_WORKERS_READY, "status": new.status, "reason": new.reason,
                  "message": new.message, "lastUpdateTime": now, "lastTransitionTime": now}
     if old is not None and old.get("status") == new.status:

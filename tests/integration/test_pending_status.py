@@ -109,8 +109,9 @@ def test_unschedulable_workers_say_why_until_capacity_appears(jobs: Jobs, cluste
     same = [e for e in unschedulable if e["message"] == condition["message"]]
     assert len(same) == 1, unschedulable
     assert same[0]["type"] == "Warning"
-    assert [(e["type"], e["message"]) for e in events(jobs, "pi", "WorkersReady")] == [
-        ("Normal", "2/2 workers ready")]
+    ready_events = until(lambda: events(jobs, "pi", "WorkersReady") or None, timeout=30,
+                         what="the WorkersReady event (the workers may have passed through ContainerCreating)")
+    assert [(e["type"], e["message"]) for e in ready_events] == [("Normal", "2/2 workers ready")]
 
 
 QUOTA_REFUSAL = re.compile(r'pods "pi-worker-[0-3]" is forbidden: exceeded quota: two-pods, requested: pods=1, '

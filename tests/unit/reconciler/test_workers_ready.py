@@ -157,6 +157,24 @@ def test_the_same_cause_with_other_counts_is_no_change_but_is_carried_along() ->
     assert set_workers_ready(status, PENDING, LATER) == (None, None), "nothing to carry: the same message"
 
 
+def test_a_start_after_an_error_says_so_while_carried_along_and_its_all_ready_is_news() -> None:
+    status: JSONDict = {"conditions": [condition("WorkersReady", "False", "Unschedulable", PENDING.message)]}
+    creating = Readiness("False", "ContainerCreating", "8/8 workers pending: ContainerCreating")
+    after = "8/8 workers pending: ContainerCreating (after Unschedulable)"
+    assert set_workers_ready(status, creating, LATER) == (Event("Normal", "ContainerCreating", after), None)
+    assert status["conditions"] == [{**condition("WorkersReady", "False", "ContainerCreating", after, T),
+                                     "lastUpdateTime": LATER}]
+    starting = Readiness("False", "WorkersStarting", "3/8 workers pending: running, not ready yet")
+    assert set_workers_ready(status, starting, LATER) == (None, {
+        "type": "WorkersReady", "status": "False", "reason": "WorkersStarting",
+        "message": "3/8 workers pending: running, not ready yet (after Unschedulable)",
+        "lastUpdateTime": LATER, "lastTransitionTime": T}), "not written, and carried along with its history"
+    assert set_workers_ready(status, creating, LATER) == (None, None), "the same message, history included"
+    ready = Readiness("True", "WorkersReady", "8/8 workers ready")
+    assert set_workers_ready(status, ready, LATER) == (Event("Normal", "WorkersReady", ready.message), None)
+    assert status["conditions"] == [condition("WorkersReady", "True", "WorkersReady", ready.message, LATER)]
+
+
 def test_a_new_text_of_an_error_cause_is_a_change_but_a_failed_create_of_another_worker_is_not() -> None:
     status: JSONDict = {"conditions": [condition("WorkersReady", "False", "Unschedulable", PENDING.message)]}
     other = Readiness("False", "Unschedulable", "3/8 workers pending: 0/5 nodes are available: 5 Too many pods.",
@@ -176,10 +194,10 @@ def test_a_new_text_of_an_error_cause_is_a_change_but_a_failed_create_of_another
      Readiness("False", "ContainerCreating", "8/8 workers pending: ContainerCreating"), "no change"),
     (("False", "Unschedulable", PENDING.message),
      Readiness("False", "WorkersStarting", "8/8 workers pending: waiting to start"),
-     Event("Normal", "WorkersStarting", "8/8 workers pending: waiting to start")),
+     Event("Normal", "WorkersStarting", "8/8 workers pending: waiting to start (after Unschedulable)")),
     (("True", "WorkersReady", "8/8 workers ready"),
      Readiness("False", "WorkersStarting", "1/8 workers pending: running, not ready yet"),
-     Event("Normal", "WorkersStarting", "1/8 workers pending: running, not ready yet")),
+     Event("Normal", "WorkersStarting", "1/8 workers pending: running, not ready yet (after WorkersReady)")),
     (("False", "MPIJobSuspended", "MPIJob suspended: workers are released"),
      Readiness("False", "WorkersStarting", "8/8 workers pending: waiting to start"), None),
     (("False", "WorkersStarting", "8/8 workers pending: waiting to start"),
@@ -195,9 +213,13 @@ def test_a_new_text_of_an_error_cause_is_a_change_but_a_failed_create_of_another
      Readiness("True", "WorkersReady", "8/8 workers ready"), None),
     (("False", "ImagePullBackOff", "8/8 workers pending: ImagePullBackOff: pull failed"),
      Readiness("True", "WorkersReady", "8/8 workers ready"), Event("Normal", "WorkersReady", "8/8 workers ready")),
+    (("False", "ContainerCreating", "2/8 workers pending: ContainerCreating (after Unschedulable)"),
+     Readiness("True", "WorkersReady", "8/8 workers ready"), Event("Normal", "WorkersReady", "8/8 workers ready")),
+    (("False", "WorkersStarting", "1/8 workers pending: running, not ready yet (after WorkersReady)"),
+     Readiness("True", "WorkersReady", "8/8 workers ready"), Event("Normal", "WorkersReady", "8/8 workers ready")),
 ], ids=["first, starting", "between generic causes", "from an error to starting", "a worker lost readiness",
         "resumed", "suspended", "finished", "gated", "ready after a plain start", "ready after a resume",
-        "ready after an error"])
+        "ready after an error", "ready after an error, then starting", "ready again after losing it"])
 def test_which_changes_emit_an_event(old: tuple[str, str, str] | None, new: Readiness,
                                      event: Event | str | None) -> None:
     status: JSONDict = {"conditions": [*([condition("WorkersReady", *old)] if old else []), created_condition()]}

@@ -56,6 +56,8 @@ def running_workers(ctx: JobContext) -> list[JSONDict]:
 async def ensure_config_map(ctx: JobContext) -> None:
     desired = builders.build_config_map(ctx.job, ctx.settings.cluster_domain, running_workers(ctx))
     existing, created = await get_or_create(ctx, ctx.caches.config_maps, CONFIG_MAPS, desired)
+    if created:  # the create is a write: the first workers to run wait the interval like any later ones
+        ctx.settler.wrote(ctx.uid, "config")
     if created or existing.get("data") == desired["data"]:
         return
     progress_only = (existing.get("data") or {}).get(c.HOSTFILE_NAME) == desired["data"][c.HOSTFILE_NAME]

@@ -21,7 +21,7 @@ class Clock:
         return self.now
 
 
-def settled_world(clock: Clock, requeued: list[tuple[str, float]]) -> World:
+def settled_world(clock: Clock, requeued: list[tuple[str, float]], *, config_map: bool = True) -> World:
     job = new_mpijob(workers=4)
     job["status"] = {"conditions": [created_condition()], "startTime": EARLIER}
     world = World(job)
@@ -30,6 +30,9 @@ def settled_world(clock: Clock, requeued: list[tuple[str, float]]) -> World:
     world.reconciler = Reconciler(world.caches, world.cluster, Settings(), OperatorMetrics(CollectorRegistry()),
                                   lambda: KEYS, lambda: NOW, settler=settler)
     world.add_dependencies()
+    if not config_map:
+        del world.cluster.server[("configmaps", "default", "test-config")]
+        world.cluster.catch_up()
     world.add_launcher(pods=[{"phase": "Running"}])
     return world
 
@@ -74,3 +77,28 @@ async def test_a_condition_change_is_written_at_once() -> None:
     status = world.cluster.status_written()
     assert status["conditions"][-1]["type"] == "Running"
     assert status["replicaStatuses"]["Worker"] == {"active": 4}
+
+
+
+async def test_the_configmap_create_counts_as_its_first_write() -> None:
+    """Workers that start running right after the ConfigMap was created are listed one interval after the
+    create, in one patch, rather than in a patch at once and another one an interval later."""
+    clock, requeued = Clock(), list[tuple[str, float]]()
+    world = settled_world(clock, requeued, config_map=False)
+    await world.sync()
+    assert ("create", "configmaps", "test-config") in world.cluster.actions
+    world.cluster.catch_up()
+    world.add_workers(2, "Running")
+    world.add_workers(2, "Pending", start=2)
+    clock.now += 0.25
+    writes = len(world.cluster.actions)
+    await world.sync()
+    assert ("patch", "configmaps", "test-config") not in world.cluster.actions[writes:]
+    assert ("default/test", 0.75) in requeued
+    world.add_workers(4, "Running")
+    clock.now += 0.75
+    await world.sync()
+    patches = [a for a in world.cluster.actions[writes:] if a[:2] == ("patch", "configmaps")]
+    assert patches == [("patch", "configmaps", "test-config")], "one patch, with all four workers"
+    hosts = world.cluster.server[("configmaps", "default", "test-config")]["data"]["discover_hosts.sh"]
+    assert hosts == "#!/bin/sh\n" + "".join(f"echo test-worker-{i}.test.default.svc\n" for i in range(4))

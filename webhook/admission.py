@@ -23,13 +23,19 @@ from shared.api import (
     defaulted_dict,
     defaults_patch,
     invalid_status,
+    json_nesting_within,
     parse_mpijob,
     validate,
     validate_update,
 )
 from shared.api import constants as c
+from shared.api.parse import MAX_NESTING
 from shared.jsondict import JSONDict
 
+# The objects sit two levels below the review's top (review -> request -> object): a review nested at most
+# MAX_NESTING + 2 levels has objects within MAX_NESTING, and so have their defaulted copies (no default is
+# set more than 3 levels below an object's top).
+_OBJECT_LEVEL: Final = 2
 REVIEW_API_VERSION: Final = "admission.k8s.io/v1"
 REVIEW_KIND: Final = "AdmissionReview"
 WRITE_OPERATIONS: Final = ("CREATE", "UPDATE")
@@ -114,8 +120,9 @@ def _shown(value: object) -> str:
     return kinds.get(type(value), "a value")
 
 
-def mutate(request: JSONDict) -> Admission:
-    """Default an MPIJob: a JSON Patch that only adds unset fields, or a plain allow."""
+def mutate(request: JSONDict, body: bytes | None = None) -> Admission:
+    """Default an MPIJob: a JSON Patch that only adds unset fields, or a plain allow. (``body`` is unused: this
+    has the signature of ``validate_request``.)"""
     skip = _not_ours(request)
     if skip is not None:
         return skip
@@ -130,14 +137,19 @@ def mutate(request: JSONDict) -> Admission:
     return Admission(response, "patched", patch_ops=len(ops))
 
 
-def validate_request(request: JSONDict) -> Admission:
-    """Allow or deny an MPIJob as upstream's controller would judge it after defaulting, plus our rules."""
+def validate_request(request: JSONDict, body: bytes | None = None) -> Admission:
+    """Allow or deny an MPIJob as upstream's controller would judge it after defaulting, plus our rules.
+
+    ``body``: the AdmissionReview text ``request`` was parsed from, if at hand: checking the nesting limit on
+    it spares encoding the objects again for that check.
+    """
     skip = _not_ours(request)
     if skip is not None:
         return skip
-    new, errors = parse_mpijob(defaulted_dict(request["object"]))
+    nesting_checked = body is not None and json_nesting_within(body, MAX_NESTING + _OBJECT_LEVEL)
+    new, errors = parse_mpijob(defaulted_dict(request["object"]), nesting_checked=nesting_checked)
     if new is not None:
-        errors, warnings = _judge(request, new)
+        errors, warnings = _judge(request, new, nesting_checked)
     else:
         warnings = []
     if not errors:
@@ -162,11 +174,11 @@ def errored(uid: str, code: int, message: str) -> JSONDict:
 _REASONS = {400: "BadRequest", 413: "RequestEntityTooLarge", 500: "InternalError"}
 
 
-def _judge(request: JSONDict, defaulted: MPIJob) -> tuple[list[FieldError], list[str]]:
+def _judge(request: JSONDict, defaulted: MPIJob, nesting_checked: bool) -> tuple[list[FieldError], list[str]]:
     """Errors and warnings of an MPIJob that has its defaults, as upstream's controller judges it."""
     if request["operation"] != "UPDATE":
         return validate(defaulted), admission_warnings(defaulted)
-    old_defaulted, _ = parse_mpijob(defaulted_dict(request["oldObject"]))
+    old_defaulted, _ = parse_mpijob(defaulted_dict(request["oldObject"]), nesting_checked=nesting_checked)
     if old_defaulted is None:
         return validate(defaulted), admission_warnings(defaulted)
     errors = validate_update(old_defaulted, defaulted)

@@ -28,11 +28,15 @@ MAX_NESTING = 100
 levels; the JSON encoder (254), pydantic's serializer (255) and recursive copies fail far above this."""
 
 
-def parse_mpijob(obj: Any) -> tuple[MPIJob | None, list[FieldError]]:
-    """The typed MPIJob, or None and one error per field of the wrong type (or one for too deep a nesting)."""
+def parse_mpijob(obj: Any, *, nesting_checked: bool = False) -> tuple[MPIJob | None, list[FieldError]]:
+    """The typed MPIJob, or None and one error per field of the wrong type (or one for too deep a nesting).
+
+    ``nesting_checked``: the caller has proven that ``obj`` is nested at most MAX_NESTING levels deep (with
+    ``json_nesting_within`` on the JSON text it was parsed from), so the check is not made again.
+    """
     if not isinstance(obj, dict):
         return None, [fe.FieldError(fe.ErrorType.TYPE_INVALID, "<root>", obj, "must be of type object")]
-    too_deep = _too_deep(obj)
+    too_deep = None if nesting_checked else _too_deep(obj)
     if too_deep is not None:
         return None, [fe.forbidden(field_path(too_deep), f"must not be nested more than {MAX_NESTING} levels deep")]
     too_many = _too_many_replica_specs(obj)
@@ -83,27 +87,40 @@ _BRACKETS = bytes.maketrans(b"{[}]", b"(())")
 def _nesting_within_limit(obj: JSONDict) -> bool:
     """True when no object or array in ``obj`` is nested MAX_NESTING levels deep or more; False when one may be.
 
-    Works on orjson's encoding, at C speed: with escapes and string contents removed, only the brackets
-    remain, and each pass of deleting ``()`` pairs removes one level. Anything orjson cannot encode, or
-    encodes as a container where ``_too_deep`` sees none (tuples, dataclasses), can only make this False,
-    so the exact walk decides those.
+    Anything orjson cannot encode, or encodes as a container where ``_too_deep`` sees none (tuples,
+    dataclasses), can only make this False, so the exact walk decides those.
     """
     try:
         encoded = orjson.dumps(obj)
     except orjson.JSONEncodeError:  # too deep for orjson itself (254), or not JSON
         return False
+    return json_nesting_within(encoded, MAX_NESTING)
+
+
+def json_nesting_within(encoded: bytes, levels: int) -> bool:
+    """Whether the valid JSON text ``encoded`` nests objects and arrays at most ``levels`` deep (a top-level
+    object is one level, a scalar none).
+
+    Works at C speed: with escapes and string contents removed, only the brackets remain, and each pass of
+    deleting ``()`` pairs removes one level.
+    """
     if b"\\" in encoded:
         encoded = _ESCAPE.sub(b"", encoded)
-    # Deleting a pair of adjacent quotes keeps every other quote's parity, so even parts stay outside strings.
-    structure = encoded.translate(None, _NOT_STRUCTURE).replace(b'""', b"")
-    if b'"' in structure:
-        structure = b"".join(structure.split(b'"')[::2])
-    structure = structure.translate(_BRACKETS)
-    for _ in range(MAX_NESTING):
-        structure = structure.replace(b"()", b"")
+    structure = encoded.translate(_BRACKETS, _NOT_STRUCTURE)  # the brackets, as ( and ), and the quotes
+    quotes = structure.count(b'"')
+    if quotes == 2 * structure.count(b'""'):
+        # Every quote pairs with the next one: no string holds a bracket or quote, so all quotes can go.
+        structure = structure.translate(None, b'"')
+    else:
+        # Deleting a pair of adjacent quotes keeps every other quote's parity, so even parts stay outside strings.
+        structure = b"".join(structure.replace(b'""', b"").split(b'"')[::2])
+    if b"(" * (levels + 1) in structure:  # plainly too deep: spare the passes
+        return False
+    for _ in range(levels):
         if not structure:
             return True
-    return False
+        structure = structure.replace(b"()", b"")
+    return not structure
 
 
 def _too_deep(obj: JSONDict) -> tuple[int | str, ...] | None:

@@ -107,10 +107,10 @@ def json_nesting_within(encoded: bytes, levels: int) -> bool:
     if b"\\" in encoded:
         encoded = _ESCAPE.sub(b"", encoded)
     structure = encoded.translate(_BRACKETS, _NOT_STRUCTURE)  # the brackets, as ( and ), and the quotes
-    quotes = structure.count(b'"')
-    if quotes == 2 * structure.count(b'""'):
+    brackets = structure.translate(None, b'"')
+    if len(structure) - len(brackets) == 2 * structure.count(b'""'):
         # Every quote pairs with the next one: no string holds a bracket or quote, so all quotes can go.
-        structure = structure.translate(None, b'"')
+        structure = brackets
     else:
         # Deleting a pair of adjacent quotes keeps every other quote's parity, so even parts stay outside strings.
         structure = b"".join(structure.replace(b'""', b"").split(b'"')[::2])

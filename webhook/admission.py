@@ -130,7 +130,8 @@ def mutate(request: JSONDict, body: bytes | None = None) -> Admission:
     if not ops:
         return _allowed(request)
     response = {
-        **_allowed(request).response,
+        "uid": request["uid"],
+        "allowed": True,
         "patchType": "JSONPatch",
         "patch": base64.b64encode(orjson.dumps(ops)).decode(),
     }

@@ -101,8 +101,8 @@ def json_nesting_within(encoded: bytes, levels: int) -> bool:
     """Whether the valid JSON text ``encoded`` nests objects and arrays at most ``levels`` deep (a top-level
     object is one level, a scalar none).
 
-    Works at C speed: with escapes and string contents removed, only the brackets remain, and each pass of
-    deleting ``()`` pairs removes one level.
+    Works at C speed: with escapes and string contents removed, only the brackets remain (balanced, in valid
+    JSON), and each pass of deleting ``()`` pairs removes one level.
     """
     if b"\\" in encoded:
         encoded = _ESCAPE.sub(b"", encoded)
@@ -116,8 +116,8 @@ def json_nesting_within(encoded: bytes, levels: int) -> bool:
         structure = b"".join(structure.replace(b'""', b"").split(b'"')[::2])
     if b"(" * (levels + 1) in structure:  # plainly too deep: spare the passes
         return False
-    for _ in range(levels):
-        if not structure:
+    for passes in range(levels):
+        if len(structure) <= 2 * (levels - passes):  # balanced brackets nest at most half their count deep
             return True
         structure = structure.replace(b"()", b"")
     return not structure

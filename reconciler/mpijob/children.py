@@ -59,10 +59,12 @@ async def ensure_config_map(ctx: JobContext) -> None:
     if created:  # the create is a write: the first workers to run wait the interval like any later ones
         ctx.settler.wrote(ctx.uid, "config")
     if created or existing.get("data") == desired["data"]:
+        ctx.settler.up_to_date(ctx.uid, "config")
         return
     progress_only = (existing.get("data") or {}).get(c.HOSTFILE_NAME) == desired["data"][c.HOSTFILE_NAME]
-    if progress_only and ctx.settler.postpone(ctx.key, ctx.uid, "config"):
-        return  # only the Running workers in discover_hosts.sh changed: written at most every interval
+    running = desired["data"].get(c.DISCOVER_HOSTS_SCRIPT_NAME)
+    if progress_only and ctx.settler.settle(ctx.key, ctx.uid, "config", running):
+        return  # only the Running workers in discover_hosts.sh changed: written once they settle (settle.py)
     await _patch(ctx, CONFIG_MAPS, existing, {"data": builders.replacing_merge_patch(existing.get("data"),
                                                                                      desired["data"])})
     ctx.settler.wrote(ctx.uid, "config")

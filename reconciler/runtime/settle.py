@@ -5,14 +5,31 @@ workers in ``discover_hosts.sh``. Writing each change costs an API write per wav
 progress-only writes of one job are spaced at least ``interval`` seconds apart: a postponed write is
 made by a sync the settler schedules, so the stored status is exact again within ``interval``.
 Condition changes, times, the hostfile and everything else are written at once.
+
+The ConfigMap also waits for the Running workers to settle (``settle``): a ConfigMap update is sent by
+every kubelet to every pod that mounts it, so while workers keep starting the list is written once they
+have stopped changing for ``interval``, and at the latest ``SETTLE_LIMIT`` intervals after the first
+unwritten change.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 Requeue = Callable[[str, float], None]
+SETTLE_LIMIT = 3  # intervals a settling write waits at most after the first change it carries
+_KINDS = ("status", "config")
+
+
+@dataclass
+class _Pending:
+    """An unwritten progress change: when it was first seen, and when its content last changed."""
+
+    first: float
+    changed: float
+    content: object
 
 
 class Settler:
@@ -20,13 +37,35 @@ class Settler:
         self.interval, self.clock = interval, clock
         self.requeue: Requeue = lambda key, delay: None
         self._last: dict[tuple[str, str], float] = {}
+        self._pending: dict[tuple[str, str], _Pending] = {}
 
     def postpone(self, key: str, uid: str, what: str) -> bool:
         """True (and a sync scheduled) when a progress write of ``what`` must wait; False to write now."""
         if self.interval <= 0:
             return False
+        return self._wait(key, self._spaced(uid, what))
+
+    def settle(self, key: str, uid: str, what: str, content: object) -> bool:
+        """As ``postpone``, and the write of ``content`` also waits until it has not changed for ``interval``
+        (at most ``SETTLE_LIMIT`` intervals after the first change seen)."""
+        if self.interval <= 0:
+            return False
+        now = self.clock()
+        pending = self._pending.get((uid, what))
+        if pending is None:
+            pending = self._pending[(uid, what)] = _Pending(now, now, content)
+        elif pending.content != content:
+            pending.changed, pending.content = now, content
+        quiet = min(pending.changed + self.interval, pending.first + SETTLE_LIMIT * self.interval)
+        return self._wait(key, max(self._spaced(uid, what), quiet))
+
+    def _spaced(self, uid: str, what: str) -> float:
+        """The earliest moment ``interval`` after the last write of ``what``."""
         last = self._last.get((uid, what))
-        wait = 0.0 if last is None else last + self.interval - self.clock()
+        return float("-inf") if last is None else last + self.interval
+
+    def _wait(self, key: str, due: float) -> bool:
+        wait = due - self.clock()
         if wait <= 0:
             return False
         self.requeue(key, wait)
@@ -34,7 +73,13 @@ class Settler:
 
     def wrote(self, uid: str, what: str) -> None:
         self._last[(uid, what)] = self.clock()
+        self._pending.pop((uid, what), None)
+
+    def up_to_date(self, uid: str, what: str) -> None:
+        """Nothing of ``what`` is left to write (the change was undone): a later change starts afresh."""
+        self._pending.pop((uid, what), None)
 
     def forget(self, uid: str) -> None:
-        for what in ("status", "config"):
+        for what in _KINDS:
             self._last.pop((uid, what), None)
+            self._pending.pop((uid, what), None)

@@ -46,10 +46,14 @@ class Controller:
             # MPIJobs carry whole pod templates and are read once per sync: kept as JSON bytes
             self._informer(MPIJOBS, caches, "mpijobs", slim.slim_mpijob, self._on_mpijob, store=PackedStore()),
             self._informer(PODS, caches, "pods", slim.slim_pod, self._on_child, POD_SELECTOR),
-            self._informer(JOBS, caches, "jobs", slim.slim_job, self._on_child, CHILD_SELECTOR),
-            self._informer(SERVICES, caches, "services", slim.slim_service, self._on_child, CHILD_SELECTOR),
-            self._informer(CONFIG_MAPS, caches, "config_maps", slim.slim_config_map, self._on_child, CHILD_SELECTOR),
-            self._informer(SECRETS, caches, "secrets", slim.slim_secret, self._on_child, CHILD_SELECTOR),
+            # one of each per job, read a few times per sync: JSON bytes too (a third of their dicts' memory)
+            self._informer(JOBS, caches, "jobs", slim.slim_job, self._on_child, CHILD_SELECTOR, PackedStore()),
+            self._informer(SERVICES, caches, "services", slim.slim_service, self._on_child, CHILD_SELECTOR,
+                           PackedStore()),
+            self._informer(CONFIG_MAPS, caches, "config_maps", slim.slim_config_map, self._on_child, CHILD_SELECTOR,
+                           PackedStore()),
+            self._informer(SECRETS, caches, "secrets", slim.slim_secret, self._on_child, CHILD_SELECTOR,
+                           PackedStore()),
         ]
         if gang is not None:  # PodGroups carry no label of ours: watched unfiltered, cached only when owned
             resource = VOLCANO_POD_GROUPS if gang.is_volcano else SCHEDULER_PLUGINS_POD_GROUPS

@@ -80,7 +80,7 @@ async def test_list_then_watch_keeps_a_slim_store(store: type[Store]) -> None:
     informer, changes = await run(fake, store)
     assert changes == [(None, "5"), (None, "11"), ("5", "12"), ("11", None)]
     assert list(informer.store) == [{"metadata": pod("a", "12")["metadata"], "status": {"phase": "Failed"}}]
-    assert fake.requests[0] == ("list", {"labelSelector": "a=b", "limit": "500"})
+    assert fake.requests[0] == ("list", {"labelSelector": "a=b", "limit": "100"})
     assert fake.requests[1][1]["resourceVersion"] == "10"
     assert fake.requests[2][1]["resourceVersion"] == "14", "the next watch resumes where the last one ended"
 

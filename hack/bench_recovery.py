@@ -19,9 +19,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import inspect
 import statistics
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,13 +72,11 @@ class Reconciler:
         return process
 
     async def leading(self, limit: float = 60) -> float:
-        begin = time.monotonic()
-        while self.process.log_count("became leader") < 1:
+        def leads() -> bool:
             self.process.check_alive()
-            if time.monotonic() - begin > limit:
-                raise TimeoutError(f"{self.process.name} did not lead within {limit} s")
-            await asyncio.sleep(0.05)
-        return time.monotonic() - begin
+            return self.process.log_count("became leader") >= 1
+
+        return await _until(leads, limit, f"{self.process.name} leading")
 
     def crash_and_replace(self) -> None:
         self.process.kill()
@@ -90,9 +90,9 @@ def _worker_added(event: dict[str, Any]) -> str | None:
         "training.kubeflow.org/job-role") == "worker" else None
 
 
-async def _watch_workers(load: ApiLoad, namespace: str, seen: set[str]) -> None:
+async def _watch_workers(load: ApiLoad, namespace: str, seen: set[str], opened: asyncio.Event) -> None:
     """Adds the names of the namespace's worker pods to ``seen``: a list, then watches from its resourceVersion,
-    opened again whenever the API server ends one."""
+    opened again whenever the API server ends one. ``opened`` is set once the first watch answered."""
     assert load.session is not None
     path = f"/api/v1/namespaces/{namespace}/pods"
     while True:
@@ -101,19 +101,26 @@ async def _watch_workers(load: ApiLoad, namespace: str, seen: set[str]) -> None:
         params = {"watch": "1", "resourceVersion": listed["metadata"]["resourceVersion"]}
         async with load.session.get(load.server + path, params=params,
                                     timeout=aiohttp.ClientTimeout(total=None)) as response:
+            opened.set()
             async for line in response.content:
                 name = _worker_added(orjson.loads(line))
                 if name:
                     seen.add(name)
 
 
-async def _until(predicate: Any, limit: float, what: str, interval: float = 0.05) -> float:
+async def _until(predicate: Callable[[], bool | Awaitable[bool]], limit: float, what: str,
+                 interval: float = 0.05) -> float:
+    """Seconds until ``predicate`` (plain or async) holds, polled every ``interval``; TimeoutError after ``limit``."""
     begin = time.monotonic()
-    while not await predicate():
+    while True:
+        held = predicate()
+        if inspect.isawaitable(held):
+            held = await held
+        if held:
+            return time.monotonic() - begin
         if time.monotonic() - begin > limit:
             raise TimeoutError(f"{what}: not within {limit} s")
         await asyncio.sleep(interval)
-    return time.monotonic() - begin
 
 
 def _audit(log: Path, namespace: str, offset: int, run: Run) -> int:
@@ -142,14 +149,17 @@ async def one_run(load: ApiLoad, reconciler: Reconciler, audit_log: Path, namesp
     await load.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     offset = _size(audit_log)
     seen: set[str] = set()
-    watcher = asyncio.create_task(_watch_workers(load, namespace, seen))
-    await asyncio.sleep(0.2)  # the watch is open before the clock starts
+    opened = asyncio.Event()
+    watcher = asyncio.create_task(_watch_workers(load, namespace, seen, opened))
+    await _until(lambda: opened.is_set() or watcher.done(), 30, "the worker watch open")  # before the clock starts
+    if watcher.done():
+        watcher.result()  # raises the watch's error
     base = f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs"
     started = time.monotonic()
     status, _ = await load.request("POST", base, mpijob("b7", workers, launcher_labels=HANG))
     assert status == 201, status
     if interrupted:
-        await _until(lambda: _true(len(seen) >= workers // 2), 300, "half the workers")
+        await _until(lambda: len(seen) >= workers // 2, 300, "half the workers")
         reconciler.crash_and_replace()
         started = time.monotonic()
         print(f"  killed at {len(seen)} workers seen", flush=True)
@@ -162,7 +172,7 @@ async def one_run(load: ApiLoad, reconciler: Reconciler, audit_log: Path, namesp
         return running and (status.get("replicaStatuses") or {}).get("Worker", {}).get("active") == workers
 
     try:
-        await _until(lambda: _true(len(seen) >= workers or watcher.done()), 600, "all workers created")
+        await _until(lambda: len(seen) >= workers or watcher.done(), 600, "all workers created")
     finally:
         print(f"  {len(seen)} workers seen after {time.monotonic() - started:.1f} s", flush=True)
     if watcher.done():
@@ -186,10 +196,6 @@ async def one_run(load: ApiLoad, reconciler: Reconciler, audit_log: Path, namesp
 
 def _size(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 def _report(pairs: list[tuple[Run, Run]], workers: int) -> None:

@@ -58,7 +58,8 @@ async def ensure_config_map(ctx: JobContext) -> None:
     existing, created = await get_or_create(ctx, ctx.caches.config_maps, CONFIG_MAPS, desired)
     if created:  # the create is a write: the first workers to run wait the interval like any later ones
         ctx.settler.wrote(ctx.uid, "config")
-    if created or existing.get("data") == desired["data"]:
+        return
+    if existing.get("data") == desired["data"]:
         ctx.settler.up_to_date(ctx.uid, "config")
         return
     progress_only = (existing.get("data") or {}).get(c.HOSTFILE_NAME) == desired["data"][c.HOSTFILE_NAME]

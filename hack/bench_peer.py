@@ -6,9 +6,9 @@ operator and ``python -m reconciler`` alone in turn, interleaved (the order alte
 its defaults (no rate flags) and with raised limits (``--kube-api-qps=1000 --kube-api-burst=1000``):
 - B0: the raw pod-create ceiling C_max, once per round, no operator running (the floor W / C_max);
 - B3: POST to all W workers created and to the launcher Job created, W = 1, 64, 512, 1000;
-- B4: 200 MPIJobs of 4 workers submitted open loop at 10/s and 20/s: p50/p99 POST to launcher Job created,
-  and the highest of those rates sustained with p99 <= 2 s (raised limits only, by default: at 5 QPS the
-  Go operator needs ~400 s per rate);
+- B4: 200 MPIJobs of 4 workers submitted open loop at 5/s, 10/s, 20/s and 40/s: p50/p99 POST to launcher Job
+  created, and the highest of those rates sustained with p99 <= 2 s (raised limits only, by default: at 5 QPS
+  the Go operator needs ~400 s per rate);
 - B5: API writes of one W=64 job from creation to Succeeded to cleanup, from the audit log;
 - B6: RSS idle and with the largest B3 job live, CPU-seconds per 1000 pods created (hack/procstat.py).
 It prints the figures, keeps them as JSON (outside the checkout), writes the peer section of
@@ -70,7 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--operators", default="go,ours", help="which operators to run (develop with one)")
     parser.add_argument("--b4-jobs", type=int, default=200)
     parser.add_argument("--b4-workers", type=int, default=4)
-    parser.add_argument("--b4-rates", default="10,20")
+    parser.add_argument("--b4-rates", default="5,10,20,40")
     parser.add_argument("--b4-settings", default="raised")
     parser.add_argument("--b4-wait", type=float, default=30.0,
                         help="seconds after the last B4 POST to wait for missing launchers (then censored)")

@@ -25,7 +25,7 @@ def test_upstream_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBEFLOW_NAMESPACE", raising=False)
     assert parse_options([]) == Options(
-        master="", kubeconfig="", namespace="", threadiness=2, version=False, monitoring_port=0, health_port=8080,
+        master="", kubeconfig="", namespace="", threadiness=16, version=False, monitoring_port=0, health_port=8080,
         gang_scheduling="", lock_namespace="mpi-operator", leader_elect=True, kube_api_qps=0.0, kube_api_burst=0,
         queue_rate_limit=10.0, queue_burst=100, cluster_domain="", max_concurrent_writes=64, child_event_delay=0.2,
         progress_write_interval=1.0,

@@ -19,14 +19,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import functools
 import json
 import platform
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import orjson
 
 from hack.apiload import ApiLoad
@@ -67,16 +70,19 @@ async def pod_ceiling(load: ApiLoad, count: int = 2000) -> float:
     return result.rate
 
 
-async def time_to_all_created(load: ApiLoad, namespace: str, workers: int) -> tuple[float, float]:
-    """(seconds to the W-th worker Pod, seconds to the launcher Job), from the MPIJob POST."""
+async def time_to_all_created(load: ApiLoad, namespace: str, workers: int,
+                              while_live: Callable[[], None] | None = None) -> tuple[float, float]:
+    """(seconds to the W-th worker Pod, seconds to the launcher Job), from the MPIJob POST. ``while_live`` is
+    called once both exist, before the job is deleted (to sample the reconciler with the job live)."""
     await load.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     seen: set[str] = set()
     launcher_at = 0.0
-    assert load.session is not None
+    session = load.session
+    assert session is not None
     started = 0.0
 
-    async def watch(path: str, on_add: Any) -> None:
-        async with load.session.get(load.server + path, params={"watch": "1"}) as response:  # type: ignore[union-attr]
+    async def consume(response: aiohttp.ClientResponse, on_add: Callable[[dict[str, Any]], bool]) -> None:
+        async with response:
             async for line in response.content:
                 event = orjson.loads(line)
                 if event["type"] == "ADDED" and on_add(event["object"]):
@@ -92,9 +98,11 @@ async def time_to_all_created(load: ApiLoad, namespace: str, workers: int) -> tu
         launcher_at = time.perf_counter() - started
         return True
 
-    pods = asyncio.create_task(watch(f"/api/v1/namespaces/{namespace}/pods", worker_added))
-    jobs = asyncio.create_task(watch(f"/apis/batch/v1/namespaces/{namespace}/jobs", launcher_added))
-    await asyncio.sleep(0.2)  # let both watches open before the clock starts
+    # The API server answers a watch's headers once the watch is registered: the clock starts after both.
+    pod_watch = await session.get(load.server + f"/api/v1/namespaces/{namespace}/pods", params={"watch": "1"})
+    job_watch = await session.get(load.server + f"/apis/batch/v1/namespaces/{namespace}/jobs", params={"watch": "1"})
+    pods = asyncio.create_task(consume(pod_watch, worker_added))
+    jobs = asyncio.create_task(consume(job_watch, launcher_added))
     started = time.perf_counter()
     status, _ = await load.request("POST", f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs",
                                    mpijob("bench", workers, launcher_labels=HANG))
@@ -102,6 +110,8 @@ async def time_to_all_created(load: ApiLoad, namespace: str, workers: int) -> tu
     await asyncio.wait_for(pods, timeout=300)
     all_created = time.perf_counter() - started
     await asyncio.wait_for(jobs, timeout=60)
+    if while_live is not None:
+        while_live()
     await delete_namespace(load, namespace)
     return all_created, launcher_at
 
@@ -163,8 +173,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sizes", default="1,64,512,1000")
     parser.add_argument("--reconciler-flag", action="append", default=[], help="extra reconciler flag (repeatable)")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
+                        help="compare flag sets instead (repeatable): every repeat runs each variant's own "
+                             "reconciler in turn, the order reversed every other repeat; B3 and RSS only")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    variants = [parse_variant(text) for text in args.variant]
     with tempfile.TemporaryDirectory(prefix="bench-reconciler-") as tmp_name:
         tmp = Path(tmp_name)
         (tmp / "audit-policy.yaml").write_text(AUDIT_POLICY)
@@ -173,6 +187,9 @@ def main() -> None:
                  "--audit-log-format=json", "--audit-log-mode=batch"]
         with LocalCluster(nodes=NodePool(count=4, pods="1000"), crds=[CRD], apiserver_flags=flags,
                           verbose=False) as cluster:
+            if variants:
+                run_variants(cluster, tmp, sizes, args.repeats, variants, args.reconciler_flag)
+                return
             reconciler = OperatorReconciler(cluster, tmp, *RECONCILER_FLAGS, *args.reconciler_flag)
             reconciler.start()
             try:
@@ -184,6 +201,69 @@ def main() -> None:
                       f"(peak {sample.peak_rss_kb / 1024:.1f} MiB), CPU {sample.cpu_seconds:.1f} s for the whole run")
             finally:
                 reconciler.stop()
+
+
+def parse_variant(text: str) -> tuple[str, list[str]]:
+    name, sep, flags = text.partition("=")
+    if not sep or not name:
+        raise SystemExit(f"--variant wants NAME=FLAGS, got {text!r}")
+    return name, flags.split()
+
+
+def run_variants(cluster: LocalCluster, tmp: Path, sizes: list[int], repeats: int,
+                 variants: list[tuple[str, list[str]]], common: list[str]) -> None:
+    """B3 for each variant's reconciler in turn, with its RSS while each job is live and its peak RSS."""
+    rows: dict[tuple[str, int], list[tuple[float, float, int]]] = {}
+    peaks: dict[str, list[int]] = {}
+    ceilings = []
+    for repeat in range(repeats):
+        for name, flags in variants if repeat % 2 == 0 else variants[::-1]:
+            reconciler = OperatorReconciler(cluster, tmp, *RECONCILER_FLAGS, *common, *flags,
+                                            name=f"reconciler-{name}-r{repeat}")
+            reconciler.start()
+            try:
+                reconciler.wait_ready()
+                process = reconciler.process
+                assert process is not None
+
+                async def measure(repeat: int = repeat, name: str = name, pid: int = process.pid) -> None:
+                    async with ApiLoad(cluster.server, cluster.ca_file, cluster.admin_cert,
+                                       cluster.admin_key) as load:
+                        if repeat == 0 and name == variants[0][0]:
+                            ceilings.append(await pod_ceiling(load))
+                        for workers in sizes:
+                            live: list[int] = []
+                            ttac, launcher = await time_to_all_created(
+                                load, f"b3-{name}-w{workers}-r{repeat}", workers,
+                                functools.partial(sample_rss, pid, live))
+                            rows.setdefault((name, workers), []).append((ttac, launcher, live[0]))
+                            print(f"B3 {name} W={workers} run {repeat}: all workers {ttac:.3f} s, launcher "
+                                  f"{launcher:.3f} s, RSS with the job live {live[0] / 1024:.1f} MiB", flush=True)
+                    peaks.setdefault(name, []).append(ProcessSample.of(pid).peak_rss_kb)
+
+                asyncio.run(measure())
+            finally:
+                reconciler.stop()
+    print(f"\n# B3 by variant, {repeats} repeats, kube-apiserver v1.36.3, common flags "
+          f"{' '.join([*RECONCILER_FLAGS, *common])}; C_max {ceilings[0]:.0f} pod creates/s")
+    for name, flags in variants:
+        print(f"- {name}: {' '.join(flags) or '(none)'}; peak RSS {spread([p / 1024 for p in peaks[name]])} MiB")
+    print("| variant | W | all workers created, s | launcher Job, s | RSS with the job live, MiB |")
+    print("|---|---|---|---|---|")
+    for workers in sizes:
+        for name, _ in variants:
+            got = rows[name, workers]
+            print(f"| {name} | {workers} | {spread([r[0] for r in got], 3)} | {spread([r[1] for r in got], 3)} | "
+                  f"{spread([r[2] / 1024 for r in got])} |")
+
+
+def sample_rss(pid: int, into: list[int]) -> None:
+    into.append(ProcessSample.of(pid).rss_kb)
+
+
+def spread(values: list[float], digits: int = 1) -> str:
+    """``median (min-max)``."""
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
 def run(cluster: LocalCluster, audit_log: Path, sizes: list[int], repeats: int, flags: list[str]) -> None:

@@ -44,7 +44,7 @@ from hack.peer.operators import (
     build_peer,
     our_default_limits,
 )
-from hack.procstat import ProcessSample
+from hack.procstat import ProcessSample, describe_shares
 from tests.harness import LocalCluster, NodePool
 from tests.harness.audit import audit_flags
 from tests.operator_processes import REPO_ROOT
@@ -163,6 +163,7 @@ async def run_operator(load: ApiLoad, make: Callable[[str], Operator], setting: 
             run["b3"].append(m)
             say(f"  B3 W={workers}: all workers {m['ttac']:.3f} s, launcher {m['launcher']:.3f} s, "
                 f"CPU {m['cpu']:.2f} s, RSS {m['rss_kb'] / 1024:.1f} MiB, watches reopened {m['watch_reopened']}")
+            say(f"    CPU meanwhile: {describe_shares(m['cpu_percent'])}")
 
         return body
 

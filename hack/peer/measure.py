@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ import orjson
 
 from hack.apiload import ApiLoad
 from hack.bench_reconciler import delete_namespace
-from hack.procstat import ProcessSample
+from hack.procstat import ProcessSample, cpu_by_process, cpu_used
 from tests.harness.audit import WRITE_VERBS, audit_events, resource_of
 from tests.integration.mpijobs import mpijob
 
@@ -95,7 +96,8 @@ async def one_job(load: ApiLoad, namespace: str, workers: int, pid: int, limit: 
                   keep: bool = False) -> dict[str, Any]:
     """B3: POST one MPIJob of ``workers`` workers (launcher never finishing); seconds from the POST to the
     W-th worker Pod seen by a watch and to the launcher Job seen, the operator's CPU-seconds over that
-    span and its RSS once everything exists. The namespace is deleted afterwards unless ``keep``."""
+    span, every process's CPU over it in percent of one core (who is busy while the pods are created), and
+    the operator's RSS once everything exists. The namespace is deleted afterwards unless ``keep``."""
     await create_namespace(load, namespace)
     seen: set[str] = set()
     times: dict[str, float] = {}
@@ -120,6 +122,7 @@ async def one_job(load: ApiLoad, namespace: str, workers: int, pid: int, limit: 
         await pods.ready()
         await jobs.ready()
         before = ProcessSample.of(pid)
+        machine_before = cpu_by_process()
         started = time.perf_counter()
         status, answer = await load.request("POST", MPIJOBS.format(ns=namespace),
                                             mpijob("bench", workers, launcher_labels=HANG))
@@ -128,12 +131,15 @@ async def one_job(load: ApiLoad, namespace: str, workers: int, pid: int, limit: 
         await pods.done(limit)
         await jobs.done(limit)
         after = ProcessSample.of(pid)
+        used = cpu_used(machine_before, cpu_by_process(), {pid: "operator", os.getpid(): "benchmark client"})
+        wall = max(times["workers"], times["launcher"]) - started
     finally:
         pods.cancel()
         jobs.cancel()
     result = {"workers": workers, "ttac": times["workers"] - started, "launcher": times["launcher"] - started,
               "cpu": after.cpu_seconds - before.cpu_seconds, "rss_kb": after.rss_kb,
-              "watch_reopened": pods.reopened + jobs.reopened}
+              "watch_reopened": pods.reopened + jobs.reopened,
+              "cpu_percent": {name: round(100 * seconds / wall, 1) for name, seconds in used.items() if seconds > 0}}
     if not keep:
         await delete_namespace(load, namespace, limit=600)
     return result

@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from hack.procstat import describe_shares
+
 SECTION_START = "<!-- bench-peer: start (written by hack/bench_peer.py; replaced on each run) -->"
 SECTION_END = "<!-- bench-peer: end -->"
 NAMES = {"go": "Go mpi-operator v0.8.2", "ours": "ours"}
@@ -233,10 +235,21 @@ def floor_lines(results: dict[str, Any]) -> list[str]:
                 ttacs = [m["ttac"] for r in runs if (m := b3(r, big))]
                 if ttacs and big:
                     floor = big / c_max
+                    busy = cpu_line(runs, big)
                     out.append(f"{NAMES[kind]}, {setting}, W={big}: TTAC {spread(ttacs, 2)} s = "
                                f"{statistics.median(ttacs) / floor:.2f}x the floor W/C_max = {floor:.2f} s of the "
-                               f"same run{run_label}.")
+                               f"same run{run_label}" + (f". CPU from the POST to the last create (medians): {busy}."
+                                                         if busy else "."))
     return out
+
+
+def cpu_line(runs: list[Run], workers: int) -> str | None:
+    """Every process's CPU during the W-worker B3 job, median over ``runs``, in percent of one core."""
+    shares = [m["cpu_percent"] for r in runs if (m := b3(r, workers)) and m.get("cpu_percent")]
+    if not shares:
+        return None
+    labels = {label for share in shares for label in share}
+    return describe_shares({label: statistics.median(s.get(label, 0.0) for s in shares) for label in labels})
 
 
 def b5_detail(results: dict[str, Any]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -545,8 +546,9 @@ def plot_summary(results: dict[str, Any], path: Path) -> Path:
         axes[0][1].set_axis_off()
     draw_writes(axes[1][0], results)
     draw_footprint(axes[1][1], results)
-    fig.suptitle(f"Ours vs the upstream Go mpi-operator {meta['peer_version']} on one local control plane "
-                 f"({meta['nodes']} kwok nodes, 2-core VM), {meta['date']}", fontsize=12)
+    title = (f"Ours vs the upstream Go mpi-operator {meta['peer_version']} on one local control plane "
+             f"({meta['nodes']} kwok nodes, 2-core VM), {meta['date']}")
+    fig.suptitle(textwrap.fill(title, 150), fontsize=12)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

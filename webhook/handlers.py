@@ -16,6 +16,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from shared.logs import log_info
 from webhook import admission
 from webhook.state import METRICS, READY_CHECK
 
@@ -43,7 +44,7 @@ def admission_handler(operation: str, admit: AdmitFunction) -> Handler:
         seconds = time.perf_counter() - started
         request.app[METRICS].observe(operation, result, seconds)
         log.update(result=result, duration_us=round(seconds * 1e6))
-        logger.info("admission", extra={"kv": log})
+        log_info(logger, "admission", log)
         return response
 
     return handle

@@ -33,6 +33,7 @@ import aiohttp
 import orjson
 
 from hack.apiload import ApiLoad
+from hack.peer.report import spread
 from hack.procstat import ProcessSample
 from reconciler.mpijob.builders import build_worker
 from shared.api import MPIJob, defaulted_dict
@@ -247,23 +248,18 @@ def run_variants(cluster: LocalCluster, tmp: Path, sizes: list[int], repeats: in
     print(f"\n# B3 by variant, {repeats} repeats, kube-apiserver v1.36.3, common flags "
           f"{' '.join([*RECONCILER_FLAGS, *common])}; C_max {ceilings[0]:.0f} pod creates/s")
     for name, flags in variants:
-        print(f"- {name}: {' '.join(flags) or '(none)'}; peak RSS {spread([p / 1024 for p in peaks[name]])} MiB")
+        print(f"- {name}: {' '.join(flags) or '(none)'}; peak RSS {spread([p / 1024 for p in peaks[name]], 1)} MiB")
     print("| variant | W | all workers created, s | launcher Job, s | RSS with the job live, MiB |")
     print("|---|---|---|---|---|")
     for workers in sizes:
         for name, _ in variants:
             got = rows[name, workers]
             print(f"| {name} | {workers} | {spread([r[0] for r in got], 3)} | {spread([r[1] for r in got], 3)} | "
-                  f"{spread([r[2] / 1024 for r in got])} |")
+                  f"{spread([r[2] / 1024 for r in got], 1)} |")
 
 
 def sample_rss(pid: int, into: list[int]) -> None:
     into.append(ProcessSample.of(pid).rss_kb)
-
-
-def spread(values: list[float], digits: int = 1) -> str:
-    """``median (min-max)``."""
-    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
 def run(cluster: LocalCluster, audit_log: Path, sizes: list[int], repeats: int, flags: list[str]) -> None:

@@ -93,9 +93,7 @@ class TurnBufferedHandler(logging.StreamHandler[TextIO]):
         except Exception:
             self.handleError(record)
             return
-        if not self._pending:
-            loop.call_soon(self._write_pending)
-        self._pending.append(line)
+        self.add_line(line, loop)
 
     def add_line(self, line: str, loop: asyncio.AbstractEventLoop) -> None:
         """``emit`` for a line already formatted, from a coroutine of ``loop``."""
@@ -146,7 +144,7 @@ def log_info(logger: logging.Logger, msg: str, kv: dict[str, Any]) -> None:
 
     When the line would reach only the handler ``configure_logging(per_loop_turn=True)`` installed (no
     handler or filter on the way, the level enabled, inside a running event loop), it is formatted and
-    queued directly, without a ``LogRecord`` and the handler chain: the same line, for about half the CPU.
+    queued directly, without a ``LogRecord`` and the handler chain: the same line, for about a third less CPU.
     Anything else (tests capturing logs, other handlers) takes the ordinary path.
     """
     handler = _direct_handler(logger)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from reconciler.mpijob.resources import owned_by_mpijob
 from reconciler.runtime.resources import controller_of
@@ -143,55 +143,12 @@ def slim_mpijob(obj: JSONDict) -> JSONDict | None:
     return {**obj, "metadata": {key: value for key, value in metadata.items() if key != "managedFields"}}
 
 
-_PACKED_POD_META: Final = ("name", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "namespace",
-                           "labels", "ownerReferences")  # the keys of _slim_pod_meta, in its order
-_PACKED_POD_META_KEYS: Final = frozenset(_PACKED_POD_META)
-_SLIM_POD_KEYS: Final = frozenset(("kind", "metadata", "status"))
-_ABSENT: Final = object()
-
-
-class SlimPodStore(Store):
-    """The pod cache: each slim pod (``slim_pod``) kept as one tuple of its fields instead of two dicts, which
-    is about 340 bytes less a pod (a 9-item tuple takes 112 bytes, the dicts 456); reads rebuild the dicts.
-    Anything else put here is kept as it is."""
-
-    def _pack(self, obj: JSONDict) -> Any:
-        metadata = obj.get("metadata")
-        if (obj.keys() != _SLIM_POD_KEYS or obj["kind"] != "Pod" or type(metadata) is not dict
-                or not metadata.keys() <= _PACKED_POD_META_KEYS):
-            return obj
-        return (obj["status"], *(metadata.get(key, _ABSENT) for key in _PACKED_POD_META))
-
-    def _unpack(self, packed: Any) -> JSONDict:
-        if type(packed) is not tuple:
-            unpacked: JSONDict = packed
-            return unpacked
-        metadata = {key: value for key, value in zip(_PACKED_POD_META, packed[1:], strict=True) if value is not _ABSENT}
-        return {"kind": "Pod", "metadata": metadata, "status": packed[0]}
-
-    def select(self, namespace: str, labels: dict[str, str] | None = None) -> list[JSONDict]:
-        """As ``Store.select``, rebuilding only the pods that match."""
-        wanted = (labels or {}).items()
-        return [self._unpack(packed) for packed in self._items.get(namespace, {}).values()
-                if wanted <= (_packed_labels(packed) or {}).items()]
-
-
-_LABELS_AT: Final = 1 + _PACKED_POD_META.index("labels")
-
-
-def _packed_labels(packed: Any) -> Any:
-    if type(packed) is tuple:
-        labels = packed[_LABELS_AT]
-        return None if labels is _ABSENT else labels
-    return packed["metadata"].get("labels")
-
-
 @dataclass
 class Caches:
     """The stores the sync loop reads."""
 
     mpijobs: Store = field(default_factory=Store)
-    pods: Store = field(default_factory=SlimPodStore)
+    pods: Store = field(default_factory=Store)
     jobs: Store = field(default_factory=Store)
     services: Store = field(default_factory=Store)
     config_maps: Store = field(default_factory=Store)

@@ -148,7 +148,7 @@ class Caches:
     """The stores the sync loop reads."""
 
     mpijobs: Store = field(default_factory=Store)
-    pods: Store = field(default_factory=Store)
+    pods: Store = field(default_factory=lambda: Store(index_labels=(c.LABEL_JOB_NAME, c.LABEL_JOB_ROLE)))
     jobs: Store = field(default_factory=Store)
     services: Store = field(default_factory=Store)
     config_maps: Store = field(default_factory=Store)

@@ -45,7 +45,9 @@ class Controller:
         self.informers = [
             # MPIJobs carry whole pod templates and are read once per sync: kept as JSON bytes
             self._informer(MPIJOBS, caches, "mpijobs", slim.slim_mpijob, self._on_mpijob, store=PackedStore()),
-            self._informer(PODS, caches, "pods", slim.slim_pod, self._on_child, POD_SELECTOR),
+            # a sync reads the pods of its job several times: indexed by job and role, never a scan of the namespace
+            self._informer(PODS, caches, "pods", slim.slim_pod, self._on_child, POD_SELECTOR,
+                           Store(index_labels=(c.LABEL_JOB_NAME, c.LABEL_JOB_ROLE))),
             # one of each per job, read a few times per sync: JSON bytes too (a third of their dicts' memory)
             self._informer(JOBS, caches, "jobs", slim.slim_job, self._on_child, CHILD_SELECTOR, PackedStore()),
             self._informer(SERVICES, caches, "services", slim.slim_service, self._on_child, CHILD_SELECTOR,

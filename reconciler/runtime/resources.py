@@ -43,16 +43,21 @@ PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "Prior
 
 
 def controller_of(obj: JSONDict) -> JSONDict | None:
-    """The ownerReference with ``controller: true``, if any."""
+    """The ownerReference with ``controller: true``, if any (a copy)."""
+    ref = _controller_ref(obj)
+    return None if ref is None else dict(ref)
+
+
+def _controller_ref(obj: JSONDict) -> JSONDict | None:
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller"):
-            return dict(ref)
+            return ref  # type: ignore[no-any-return]
     return None
 
 
 def is_controlled_by(obj: JSONDict, owner_uid: str) -> bool:
     """Upstream's ``metav1.IsControlledBy``: the controller reference has the owner's UID."""
-    ref = controller_of(obj)
+    ref = _controller_ref(obj)  # read only: no copy (this runs for every pod of a job, several times a sync)
     return ref is not None and bool(owner_uid) and ref.get("uid") == owner_uid
 
 

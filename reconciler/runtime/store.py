@@ -11,8 +11,14 @@ from shared.jsondict import JSONDict
 
 
 class Store:
-    def __init__(self) -> None:
+    """``index_labels``: objects that have all these labels are also kept by namespace and those labels' values,
+    so that a ``select`` naming them all looks only at the objects with the same values instead of the whole
+    namespace (the workers of one job among all the pods of a namespace)."""
+
+    def __init__(self, index_labels: tuple[str, ...] = ()) -> None:
         self._items: dict[str, dict[str, Any]] = {}  # what _pack made of each object
+        self._index_labels = index_labels
+        self._indexed: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}  # (namespace, values): name: packed
 
     def _pack(self, obj: JSONDict) -> Any:
         return obj
@@ -31,23 +37,57 @@ class Store:
     def put(self, obj: JSONDict) -> JSONDict | None:
         """Store ``obj``; return what it replaced."""
         metadata = obj["metadata"]
-        bucket = self._items.setdefault(metadata.get("namespace", ""), {})
-        old = bucket.get(metadata["name"])
-        bucket[metadata["name"]] = self._pack(obj)
-        return None if old is None else self._unpack(old)
+        namespace, name = metadata.get("namespace", ""), metadata["name"]
+        bucket = self._items.setdefault(namespace, {})
+        old = bucket.get(name)
+        old_obj = None if old is None else self._unpack(old)
+        packed = bucket[name] = self._pack(obj)
+        if self._index_labels:
+            if old_obj is not None:
+                self._unindex(namespace, name, old_obj)
+            key = self._index_key(metadata.get("labels") or {})
+            if key is not None:
+                self._indexed.setdefault((namespace, key), {})[name] = packed
+        return old_obj
 
     def delete(self, namespace: str, name: str) -> JSONDict | None:
         bucket = self._items.get(namespace, {})
         old = bucket.pop(name, None)
         if not bucket:
             self._items.pop(namespace, None)
-        return None if old is None else self._unpack(old)
+        if old is None:
+            return None
+        old_obj = self._unpack(old)
+        if self._index_labels:
+            self._unindex(namespace, name, old_obj)
+        return old_obj
+
+    def _index_key(self, labels: dict[str, str]) -> tuple[str, ...] | None:
+        """The values of the index labels, or None when one is missing (such objects are not indexed)."""
+        values = tuple(labels.get(label) for label in self._index_labels)
+        return None if None in values else values  # type: ignore[return-value]  # no None left
+
+    def _unindex(self, namespace: str, name: str, obj: JSONDict) -> None:
+        key = self._index_key(obj["metadata"].get("labels") or {})
+        group = None if key is None else self._indexed.get((namespace, key))
+        if key is not None and group is not None:
+            group.pop(name, None)
+            if not group:
+                del self._indexed[namespace, key]
 
     def select(self, namespace: str, labels: dict[str, str] | None = None) -> list[JSONDict]:
         """Objects of a namespace whose labels include every ``labels`` pair."""
-        wanted = (labels or {}).items()
-        return [obj for obj in map(self._unpack, self._items.get(namespace, {}).values())
-                if wanted <= ((obj["metadata"].get("labels") or {}).items())]
+        wanted = labels or {}
+        key = self._index_key(wanted) if self._index_labels else None
+        if key is None:
+            candidates = self._items.get(namespace, {}).values()
+        else:
+            candidates = self._indexed.get((namespace, key), {}).values()
+            if len(wanted) == len(key):  # the index labels are all that is asked: every candidate has them
+                return list(map(self._unpack, candidates))
+        pairs = wanted.items()
+        return [obj for obj in map(self._unpack, candidates)
+                if pairs <= ((obj["metadata"].get("labels") or {}).items())]
 
     def __iter__(self) -> Iterator[JSONDict]:
         for bucket in self._items.values():
@@ -59,7 +99,7 @@ class Store:
     def replace(self, objects: list[JSONDict]) -> list[JSONDict]:
         """Replace everything (a relist); return the objects that disappeared."""
         old = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in self}
-        self._items = {}
+        self._items, self._indexed = {}, {}
         for obj in objects:
             self.put(obj)
             old.pop((obj["metadata"].get("namespace", ""), obj["metadata"]["name"]), None)

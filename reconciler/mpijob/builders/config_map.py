@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -27,21 +28,20 @@ CONFIG_MAP_MAX_BYTES = 1024 * 1024
 """What the API server lets a ConfigMap hold: the lengths of all its data keys and values together."""
 
 
-def _hostfile_line(job: MPIJob, fqdn: str, slots: int) -> str:
-    if mpi_implementation(job) == c.OPENMPI:
-        return f"{fqdn} slots={slots}\n"
-    return f"{fqdn}:{slots}\n"  # Intel MPI and MPICH
-
-
 def build_hostfile(job: MPIJob, cluster_domain: str = "") -> str:
     """One line per desired host: the launcher first with runLauncherAsWorker, then workers 0..replicas-1."""
-    hosts = [names.worker_name(job.name, i) for i in range(worker_replicas(job))]
-    if runs_launcher_as_worker(job):
-        hosts.insert(0, names.launcher_name(job.name))
-    slots = slots_per_worker(job)
-    return "".join(
-        _hostfile_line(job, names.host_fqdn(host, job.name, job.namespace, cluster_domain), slots) for host in hosts
-    )
+    return _hostfile(job.name, job.namespace, worker_replicas(job), runs_launcher_as_worker(job),
+                     slots_per_worker(job), mpi_implementation(job) == c.OPENMPI, cluster_domain)
+
+
+@functools.lru_cache(maxsize=4)  # a job syncs many times while its pods start: built once, not 1,000 lines a sync
+def _hostfile(name: str, namespace: str, replicas: int, launcher_as_worker: bool, slots: int, openmpi: bool,
+              cluster_domain: str) -> str:
+    hosts = [names.worker_name(name, i) for i in range(replicas)]
+    if launcher_as_worker:
+        hosts.insert(0, names.launcher_name(name))
+    line_end = f" slots={slots}\n" if openmpi else f":{slots}\n"  # Intel MPI and MPICH: host:slots
+    return "".join(names.host_fqdn(host, name, namespace, cluster_domain) + line_end for host in hosts)
 
 
 def _name_and_namespace(job: MPIJob, worker: RunningWorker) -> tuple[str, str]:

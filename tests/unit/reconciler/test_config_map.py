@@ -158,3 +158,17 @@ def test_config_map_size_errors_only_past_the_limit() -> None:
         f"spec.mpiReplicaSpecs[Worker].replicas: Invalid value: {fits + 1}: the hostfile and discover_hosts.sh of "
         f'ConfigMap "pi-config" would need {largest_config_map_size(workers(fits + 1))} bytes, more than the '
         "1048576 bytes a ConfigMap can hold")
+
+
+def test_the_hostfile_follows_every_input_when_built_again() -> None:
+    """The hostfile is cached by its inputs: changing any one of them, and going back, gives the right text."""
+    shapes = [(OWS, "tenant-a", "OpenMPI", True, 2, None, ""), (OWS, "tenant-b", "OpenMPI", True, 2, None, ""),
+              (OWS, "tenant-a", "Intel", True, 2, None, ""), (OWS, "tenant-a", "OpenMPI", False, 2, None, ""),
+              (OWS, "tenant-a", "OpenMPI", True, 3, None, ""), (OWS, "tenant-a", "OpenMPI", True, 2, 4, ""),
+              (OWS, "tenant-a", "OpenMPI", True, 2, None, "cluster.local")]
+    first = [build_hostfile(job_for(*shape[:6]), shape[6]) for shape in shapes]
+    assert len(set(first)) == len(shapes)
+    assert first[0] == (f"{OWS}-launcher.{OWS_HOST} slots=1\n{OWS}-worker-0.{OWS_HOST} slots=1\n"
+                        f"{OWS}-worker-1.{OWS_HOST} slots=1\n")
+    again = [build_hostfile(job_for(*shape[:6]), shape[6]) for shape in reversed(shapes)]
+    assert again == list(reversed(first))

@@ -4,12 +4,13 @@ On a local control plane seeded with unrelated objects (5,000 scheduling-gated P
 1,000 ConfigMaps and 1,000 Secrets), starts ``python -m webhook`` and ``python -m reconciler`` and reports:
 time from exec to the webhook's first 200 on /readyz and to the reconciler's caches synced; the RSS of both
 60 s after start (B6a: unrelated objects must not be cached); then, with 100 MPIJobs of 16 workers each
-running, the reconciler's RSS again and its growth per managed pod (B6b), at once and after ``--settle-seconds``
-(the burst's idle connections closed, which aiohttp does 15-30 s after their last use, and free heap pages
-returned); then the same for 100 more such jobs, whose growth is the marginal cost of a pod without the
-first burst's one-off costs. The reconciler runs with the shipped Deployment's args (leader election on, the
-default client limits). ``--no-seed`` starts without the unrelated objects (for the difference they make).
-Usage: ``python -m hack.bench_footprint [--idle-seconds 60] [--settle-seconds 45] [--no-seed]``.
+running, the reconciler's RSS again and its growth per managed pod (B6b), at once and once the burst has
+settled: its sockets back to the idle count (aiohttp closes idle connections 15-30 s after their last use),
+waited for up to ``--settle-seconds``; then the same for 100 more such jobs, whose growth is the marginal
+cost of a pod without the first burst's one-off costs. The reconciler runs with the shipped Deployment's args
+(leader election on, the default client limits). ``--no-seed`` starts without the unrelated objects (for the
+difference they make).
+Usage: ``python -m hack.bench_footprint [--idle-seconds 60] [--settle-seconds 90] [--no-seed]``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hack.apiload import ApiLoad
-from hack.procstat import ProcessSample
+from hack.procstat import ProcessSample, open_sockets
 from tests.harness import LocalCluster, NodePool
 from tests.harness.wait import wait_for
 from tests.integration.mpijobs import mpijob
@@ -70,6 +71,15 @@ def load_jobs(cluster: LocalCluster, namespace: str) -> None:
              what=f"{JOBS * WORKERS:,} worker pods in {namespace}")
 
 
+def settled(pid: int, idle_sockets: int, timeout: float) -> tuple[ProcessSample, float]:
+    """The sample once the process holds no more sockets than at idle (the burst's connections closed), and
+    the seconds that took."""
+    began = time.monotonic()
+    wait_for(lambda: open_sockets(pid) <= idle_sockets, timeout=timeout, interval=1.0,
+             what=f"the reconciler's sockets back to {idle_sockets}")
+    return ProcessSample.of(pid), time.monotonic() - began
+
+
 def per_pod(before: ProcessSample, after: ProcessSample) -> str:
     return f"+{(after.rss_kb - before.rss_kb) / PODS:.2f} KiB per managed pod"
 
@@ -81,7 +91,8 @@ def mib(kb: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--idle-seconds", type=float, default=60.0)
-    parser.add_argument("--settle-seconds", type=float, default=45.0)
+    parser.add_argument("--settle-seconds", type=float, default=90.0,
+                        help="longest wait for the burst's connections to close")
     parser.add_argument("--no-seed", dest="seed", action="store_false", help="no unrelated objects")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-footprint-") as tmp, \
@@ -113,6 +124,7 @@ def main() -> None:
             assert reconciler.process is not None
             web_idle = ProcessSample.of(webhook.process.pid)
             rec_idle = ProcessSample.of(reconciler.process.pid)
+            idle_sockets = open_sockets(reconciler.process.pid)
             print(f"B6a idle RSS {args.idle_seconds:.0f} s after start: webhook {mib(web_idle.rss_kb)}, "
                   f"reconciler {mib(rec_idle.rss_kb)}")
 
@@ -120,16 +132,14 @@ def main() -> None:
             rec_loaded = ProcessSample.of(reconciler.process.pid)
             print(f"B6b reconciler RSS with {JOBS} MPIJobs x {WORKERS} workers: {mib(rec_loaded.rss_kb)} "
                   f"({per_pod(rec_idle, rec_loaded)}, {PODS:,} pods), CPU {rec_loaded.cpu_seconds:.1f} s")
-            time.sleep(args.settle_seconds)  # a benchmark's settling period, not a test wait
-            rec_settled = ProcessSample.of(reconciler.process.pid)
-            print(f"B6b reconciler RSS {args.settle_seconds:.0f} s later: {mib(rec_settled.rss_kb)} "
+            rec_settled, waited = settled(reconciler.process.pid, idle_sockets, args.settle_seconds)
+            print(f"B6b reconciler RSS settled {waited:.0f} s later: {mib(rec_settled.rss_kb)} "
                   f"({per_pod(rec_idle, rec_settled)}), peak {mib(rec_settled.peak_rss_kb)}")
             load_jobs(cluster, "jobs2")
             rec_loaded2 = ProcessSample.of(reconciler.process.pid)
-            time.sleep(args.settle_seconds)  # as above
-            rec_settled2 = ProcessSample.of(reconciler.process.pid)
+            rec_settled2, waited = settled(reconciler.process.pid, idle_sockets, args.settle_seconds)
             print(f"B6b marginal, {PODS:,} more pods: {mib(rec_loaded2.rss_kb)} ({per_pod(rec_loaded, rec_loaded2)} "
-                  f"from the first batch's loaded RSS), {mib(rec_settled2.rss_kb)} {args.settle_seconds:.0f} s later "
+                  f"from the first batch's loaded RSS), {mib(rec_settled2.rss_kb)} settled {waited:.0f} s later "
                   f"({per_pod(rec_settled, rec_settled2)} from the first batch's settled RSS)")
         finally:
             reconciler.stop()

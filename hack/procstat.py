@@ -30,6 +30,17 @@ class ProcessSample:
         return cls(cpu, int(status["VmHWM"].split()[0]), int(status["VmRSS"].split()[0]))
 
 
+def open_sockets(pid: int) -> int:
+    """How many sockets a live process holds open (its ``socket:`` file descriptors)."""
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            count += os.readlink(fd).startswith("socket:")
+        except FileNotFoundError:  # closed while listed
+            continue
+    return count
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -64,16 +64,18 @@ class Store:
 
     def _index_key(self, labels: dict[str, str]) -> tuple[str, ...] | None:
         """The values of the index labels, or None when one is missing (such objects are not indexed)."""
-        values = tuple(labels.get(label) for label in self._index_labels)
-        return None if None in values else values  # type: ignore[return-value]  # no None left
+        if not all(label in labels for label in self._index_labels):
+            return None
+        return tuple(labels[label] for label in self._index_labels)
 
     def _unindex(self, namespace: str, name: str, obj: JSONDict) -> None:
         key = self._index_key(obj["metadata"].get("labels") or {})
-        group = None if key is None else self._indexed.get((namespace, key))
-        if key is not None and group is not None:
-            group.pop(name, None)
-            if not group:
-                del self._indexed[namespace, key]
+        group = self._indexed.get((namespace, key)) if key is not None else None
+        if key is None or group is None:
+            return  # never indexed
+        group.pop(name, None)
+        if not group:
+            del self._indexed[namespace, key]
 
     def select(self, namespace: str, labels: dict[str, str] | None = None) -> list[JSONDict]:
         """Objects of a namespace whose labels include every ``labels`` pair."""

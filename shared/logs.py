@@ -21,16 +21,23 @@ _PLAIN = re.compile(r"[A-Za-z0-9_./:@-]+").fullmatch
 def _logfmt_value(value: Any) -> str:
     """A bare word when it is one, JSON otherwise (a quoted string, a list, an object)."""
     kind = type(value)
-    if kind is str and value.isascii() and value.isalnum():  # the common case, without the regex
-        return value  # type: ignore[no-any-return]
-    if kind is bool:
+    if kind is str:
+        if value.isascii() and value.isalnum():  # the common case, without the regex
+            return value  # type: ignore[no-any-return]
+        text: str = value
+    elif kind is bool:
         return "true" if value else "false"
-    if kind is int or kind is float:
+    elif kind is int or kind is float:
         return repr(value)
-    text = value if kind is str else orjson.dumps(value, default=str).decode()
+    else:
+        text = orjson.dumps(value, default=str).decode()
     if text and _PLAIN(text):
         return text
     return orjson.dumps(text).decode()
+
+
+# Keys of the line's head: a pair with one of these names replaces the head's value where it stands.
+_HEAD_KEYS = frozenset({"ts", "level", "logger", "msg"})
 
 
 class LogfmtFormatter(logging.Formatter):
@@ -38,6 +45,11 @@ class LogfmtFormatter(logging.Formatter):
 
     _second = -1
     _second_text = ""
+    _HEADS_KEPT = 256
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._heads: dict[tuple[str, str, str], str] = {}  # "level=... logger=... msg=..." by its fields
 
     def format(self, record: logging.LogRecord) -> str:
         error = self.formatException(record.exc_info) if record.exc_info else None
@@ -51,11 +63,21 @@ class LogfmtFormatter(logging.Formatter):
         if second != self._second:  # strftime once per second, not once per line
             self._second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
             self._second = second
-        pairs = {"ts": f"{self._second_text}.{int(msecs):03d}Z", "level": level.lower(), "logger": name, "msg": msg,
-                 **kv}
+        ts = f"{self._second_text}.{int(msecs):03d}Z"
+        if _HEAD_KEYS.isdisjoint(kv) and (error is None or "error" not in kv):  # every line but odd ones
+            head = self._heads.get((level, name, msg))
+            if head is None:
+                head = f"level={_logfmt_value(level.lower())} logger={_logfmt_value(name)} msg={_logfmt_value(msg)}"
+                if len(self._heads) < self._HEADS_KEPT:  # messages are few; one built at run time is not kept
+                    self._heads[level, name, msg] = head
+            parts = [f"ts={ts}", head, *[f"{key}={_logfmt_value(value)}" for key, value in kv.items()]]
+            if error is not None:
+                parts.append(f"error={_logfmt_value(error)}")
+            return " ".join(parts)
+        pairs = {"ts": ts, "level": level.lower(), "logger": name, "msg": msg, **kv}
         if error is not None:
             pairs["error"] = error
-        return " ".join(f"{key}={_logfmt_value(value)}" for key, value in pairs.items())
+        return " ".join([f"{key}={_logfmt_value(value)}" for key, value in pairs.items()])
 
 
 class JSONFormatter(LogfmtFormatter):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -89,21 +88,28 @@ def parse_review(body: bytes) -> JSONDict:
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}").fullmatch
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?").fullmatch
 _OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
-_LOG_FIELD_CHECKS: dict[str, Callable[[str], object]] = {"uid": _UUID, "operation": _OPERATIONS.__contains__,
-                                                         "namespace": _NAME, "name": _NAME}
 
 
 def log_fields(request: JSONDict) -> JSONDict:
     """uid, operation, namespace and name of a request for its log line, each only when it has the form the
     API server gives it (a UUID, an operation, DNS names); anything else is described by its length, so
     whatever a client put there (a key, a token, megabytes) never reaches a log line."""
-    fields = {"uid": request["uid"], "operation": request["operation"], "namespace": request.get("namespace", ""),
-              "name": request.get("name", "")}
-    for key, value in fields.items():
-        if value in ("", None) or (isinstance(value, str) and _LOG_FIELD_CHECKS[key](value)):
-            continue
-        fields[key] = f"<{len(value)} characters>" if isinstance(value, str) else "<not a string>"
-    return fields
+    uid, operation = request["uid"], request["operation"]  # non-empty string and string (parse_review)
+    namespace, name = request.get("namespace", ""), request.get("name", "")
+    return {
+        "uid": uid if _UUID(uid) else _described(uid),
+        "operation": operation if operation in _OPERATIONS or not operation else _described(operation),
+        "namespace": namespace if _is_name_or_unset(namespace) else _described(namespace),
+        "name": name if _is_name_or_unset(name) else _described(name),
+    }
+
+
+def _is_name_or_unset(value: object) -> bool:
+    return value in ("", None) or (type(value) is str and _NAME(value) is not None)
+
+
+def _described(value: object) -> str:
+    return f"<{len(value)} characters>" if isinstance(value, str) else "<not a string>"
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9./-]{0,62}").fullmatch

@@ -31,6 +31,22 @@ _REPLICA_DEFAULTS: dict[str, tuple[tuple[str, Any], ...]] = {
 }
 
 
+# The tables above with each field's path from the MPIJob's root, built once: (key, path, value).
+Field = tuple[str, Path, Any]
+
+
+def _fields(parent: Path, defaults: tuple[tuple[str, Any], ...]) -> tuple[Field, ...]:
+    return tuple((key, (*parent, key), value) for key, value in defaults)
+
+
+_SPEC_FIELDS = _fields(("spec",), _SPEC_DEFAULTS)
+_RUN_POLICY_PATH: Path = ("spec", "runPolicy")
+_RUN_POLICY_FIELDS = {crd: _fields(_RUN_POLICY_PATH, _RUN_POLICY_DEFAULTS + (_CRD_RUN_POLICY_DEFAULTS if crd else ()))
+                      for crd in (False, True)}
+_REPLICA_FIELDS = tuple((role, ("spec", "mpiReplicaSpecs", role), _fields(("spec", "mpiReplicaSpecs", role), d))
+                        for role, d in _REPLICA_DEFAULTS.items())
+
+
 def missing_defaults(obj: JSONDict, *, crd_run_policy: bool = True) -> list[tuple[Path, Any]]:
     """The defaults an MPIJob dict lacks, as (path from the root, value) pairs.
 
@@ -39,41 +55,34 @@ def missing_defaults(obj: JSONDict, *, crd_run_policy: bool = True) -> list[tupl
     so that a value set by another mutating webhook (Kueue) is never contested.
     """
     spec = obj.get("spec")
-    if spec is not None and not isinstance(spec, dict):
+    if spec is None:
+        whole = {key: value for key, _, value in _SPEC_FIELDS}
+        whole["runPolicy"] = {key: value for key, _, value in _RUN_POLICY_FIELDS[crd_run_policy]}
+        return [(("spec",), whole)]
+    if not isinstance(spec, dict):
         return []  # not an object: validation reports it
-    spec = spec or {}
-    run_policy_defaults = _RUN_POLICY_DEFAULTS + (_CRD_RUN_POLICY_DEFAULTS if crd_run_policy else ())
-    top = _missing_fields(spec, _SPEC_DEFAULTS)
-    nested: list[tuple[Path, Any]] = []
-    children = [("runPolicy", spec, run_policy_defaults)]
+    missing = [(path, value) for key, path, value in _SPEC_FIELDS if spec.get(key) is None]
+    _add_missing(missing, spec.get("runPolicy"), _RUN_POLICY_PATH, _RUN_POLICY_FIELDS[crd_run_policy])
     replica_specs = spec.get("mpiReplicaSpecs")
     if isinstance(replica_specs, dict):
-        children += [(t, replica_specs, d) for t, d in _REPLICA_DEFAULTS.items() if t in replica_specs]
-    for key, parent, defaults in children:
-        child = parent.get(key)
-        parent_path: Path = ("spec",) if parent is spec else ("spec", "mpiReplicaSpecs")
-        if child is None:
-            nested.append(((*parent_path, key), dict(defaults)))
-        elif isinstance(child, dict):
-            nested += [((*parent_path, key, k), v) for k, v in _missing_fields(child, defaults)]
-    if "spec" not in obj or obj["spec"] is None:
-        whole = dict(top)
-        for path, value in nested:
-            _set(whole, path[1:], value)
-        return [(("spec",), whole)]
-    return [(("spec", key), value) for key, value in top] + nested
+        for role, path, fields in _REPLICA_FIELDS:
+            if role in replica_specs:
+                _add_missing(missing, replica_specs[role], path, fields)
+    return missing
 
 
-def _missing_fields(parent: JSONDict, defaults: tuple[tuple[str, Any], ...]) -> list[tuple[str, Any]]:
-    return [(key, value) for key, value in defaults if parent.get(key) is None]
+def _add_missing(missing: list[tuple[Path, Any]], child: Any, path: Path, fields: tuple[Field, ...]) -> None:
+    """Append the defaults that ``child``, the object at ``path``, lacks: all of them in one when it is unset."""
+    if child is None:
+        missing.append((path, {key: value for key, _, value in fields}))
+    elif isinstance(child, dict):
+        missing += [(field_path, value) for key, field_path, value in fields if child.get(key) is None]
 
 
 def defaults_patch(obj: JSONDict) -> list[JSONDict]:
     """JSON Patch (RFC 6902) ``add`` operations that default an MPIJob without touching set fields."""
-    return [
-        {"op": "add", "path": _pointer(path), "value": value}
-        for path, value in missing_defaults(obj, crd_run_policy=False)
-    ]
+    return [{"op": "add", "path": _pointer(path), "value": value}
+            for path, value in missing_defaults(obj, crd_run_policy=False)]
 
 
 def defaulted_dict(obj: JSONDict) -> JSONDict:
@@ -105,10 +114,3 @@ def with_defaults(job: MPIJob) -> MPIJob:
 @lru_cache(maxsize=256)  # the paths are a few fixed ones
 def _pointer(path: Path) -> str:
     return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in path)
-
-
-def _set(data: JSONDict, path: Path, value: Any) -> None:
-    target = data
-    for key in path[:-1]:
-        target = target[key]
-    target[path[-1]] = value

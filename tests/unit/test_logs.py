@@ -30,6 +30,29 @@ def test_logfmt_line() -> None:
                     'dry_run=false errors=2 note="two words" empty="" names="[\\"a\\",\\"b\\"]"')
 
 
+def test_logfmt_pairs_named_like_the_head_replace_its_values_where_they_stand() -> None:
+    line = LogfmtFormatter().format(record(msg="other", a=1, level="x y"))
+    assert line == 'ts=2026-11-29T22:06:40.250Z level="x y" logger=webhook msg=other a=1'
+
+
+def test_logfmt_error_replaces_an_error_pair_where_it_stands() -> None:
+    formatter = LogfmtFormatter()
+    assert formatter.line(1_795_990_000.25, 250.0, "ERROR", "webhook", "failed", {"error": "old", "b": 2}, "boom") == (
+        "ts=2026-11-29T22:06:40.250Z level=error logger=webhook msg=failed error=boom b=2")
+    assert formatter.line(1_795_990_000.25, 250.0, "ERROR", "webhook", "failed", {"b": 2}, "two words") == (
+        'ts=2026-11-29T22:06:40.250Z level=error logger=webhook msg=failed b=2 error="two words"')
+
+
+def test_logfmt_heads_are_kept_for_a_few_messages_only() -> None:
+    formatter = LogfmtFormatter()
+    lines = [formatter.line(1_795_990_000.25, 250.0, "INFO", "reconciler.sync", f"message {i}", {"i": i})
+             for i in range(LogfmtFormatter._HEADS_KEPT + 10)]
+    assert lines[-1] == (f'ts=2026-11-29T22:06:40.250Z level=info logger=reconciler.sync '
+                         f'msg="message {LogfmtFormatter._HEADS_KEPT + 9}" i={LogfmtFormatter._HEADS_KEPT + 9}')
+    assert len(formatter._heads) == LogfmtFormatter._HEADS_KEPT
+    assert formatter.line(1_795_990_000.25, 250.0, "INFO", "reconciler.sync", "message 3", {"i": 3}) == lines[3]
+
+
 def test_json_line() -> None:
     assert orjson.loads(JSONFormatter().format(record(op="mutate", patch_ops=3))) == {
         "ts": 1_795_990_000.25, "level": "info", "logger": "webhook", "msg": "admission", "op": "mutate",

@@ -38,6 +38,7 @@ def minimal(name: str = "pi") -> dict[str, Any]:
 async def post(client: Client, path: str, body: Any) -> tuple[int, dict[str, Any]]:
     data = body if isinstance(body, bytes) else orjson.dumps(body)
     resp = await client.post(path, data=data, headers={"Content-Type": "application/json"})
+    assert resp.headers["Content-Type"] == "application/json", "every answer, allowed or not, is JSON"
     return resp.status, orjson.loads(await resp.read())
 
 

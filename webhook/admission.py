@@ -7,7 +7,6 @@ metrics.
 
 from __future__ import annotations
 
-import base64
 import re
 from dataclasses import dataclass, field
 from typing import Final
@@ -20,7 +19,7 @@ from shared.api import (
     admission_warnings,
     capped,
     defaulted_dict,
-    defaults_patch,
+    encoded_defaults_patch,
     invalid_status,
     json_nesting_within,
     parse_mpijob,
@@ -132,16 +131,11 @@ def mutate(request: JSONDict, body: bytes | None = None) -> Admission:
     skip = _not_ours(request)
     if skip is not None:
         return skip
-    ops = defaults_patch(request["object"])
-    if not ops:
+    patch, count = encoded_defaults_patch(request["object"])
+    if not count:
         return _allowed(request)
-    response = {
-        "uid": request["uid"],
-        "allowed": True,
-        "patchType": "JSONPatch",
-        "patch": base64.b64encode(orjson.dumps(ops)).decode(),
-    }
-    return Admission(response, "patched", patch_ops=len(ops))
+    response = {"uid": request["uid"], "allowed": True, "patchType": "JSONPatch", "patch": patch}
+    return Admission(response, "patched", patch_ops=count)
 
 
 def validate_request(request: JSONDict, body: bytes | None = None) -> Admission:

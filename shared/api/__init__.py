@@ -1,6 +1,6 @@
 """kubeflow.org/v2beta1 MPIJob: models, constants, names, defaulting and validation. Pure: no I/O."""
 
-from shared.api.defaults import defaulted_dict, defaults_patch, with_defaults
+from shared.api.defaults import defaulted_dict, defaults_patch, encoded_defaults_patch, with_defaults
 from shared.api.field_errors import ErrorType, FieldError, aggregate, capped, invalid_status
 from shared.api.parse import json_nesting_within, parse_mpijob
 from shared.api.types import JobCondition, JobStatus, MPIJob, MPIJobSpec, ReplicaSpec, ReplicaStatus, RunPolicy
@@ -22,6 +22,7 @@ __all__ = [
     "capped",
     "defaulted_dict",
     "defaults_patch",
+    "encoded_defaults_patch",
     "invalid_status",
     "json_nesting_within",
     "parse_mpijob",

@@ -6,8 +6,11 @@ One table drives both users: ``with_defaults`` (the reconciler, in memory) and `
 
 from __future__ import annotations
 
+import base64
 from functools import lru_cache
 from typing import Any
+
+import orjson
 
 from shared.api import constants as c
 from shared.api.types import MPIJob
@@ -51,7 +54,8 @@ def missing_defaults(obj: JSONDict, *, crd_run_policy: bool = True) -> list[tupl
     """The defaults an MPIJob dict lacks, as (path from the root, value) pairs.
 
     A missing or null field counts as unset. A missing parent object is one pair carrying all its
-    defaults. ``crd_run_policy=False`` leaves ``runPolicy.suspend`` to the API server's CRD default,
+    defaults. Each path always comes with the same value (``encoded_defaults_patch`` relies on it).
+    ``crd_run_policy=False`` leaves ``runPolicy.suspend`` to the API server's CRD default,
     so that a value set by another mutating webhook (Kueue) is never contested.
     """
     spec = obj.get("spec")
@@ -83,6 +87,30 @@ def defaults_patch(obj: JSONDict) -> list[JSONDict]:
     """JSON Patch (RFC 6902) ``add`` operations that default an MPIJob without touching set fields."""
     return [{"op": "add", "path": _pointer(path), "value": value}
             for path, value in missing_defaults(obj, crd_run_policy=False)]
+
+
+_ENCODED_PATCHES: dict[tuple[Path, ...], str] = {}
+_ENCODED_PATCHES_KEPT = 256  # far more than the sets of missing defaults real MPIJobs have
+
+
+def encoded_defaults_patch(obj: JSONDict) -> tuple[str, int]:
+    """``defaults_patch(obj)`` as the base64 text of its JSON (what an AdmissionReview answer carries) and the
+    number of its operations; ("", 0) when no default is missing.
+
+    The operations follow from which defaults are missing, each path having one value, so the text is built
+    once for each set of missing paths.
+    """
+    missing = missing_defaults(obj, crd_run_policy=False)
+    if not missing:
+        return "", 0
+    paths = tuple(path for path, _ in missing)
+    text = _ENCODED_PATCHES.get(paths)
+    if text is None:
+        ops = [{"op": "add", "path": _pointer(path), "value": value} for path, value in missing]
+        text = base64.b64encode(orjson.dumps(ops)).decode()
+        if len(_ENCODED_PATCHES) < _ENCODED_PATCHES_KEPT:
+            _ENCODED_PATCHES[paths] = text
+    return text, len(missing)
 
 
 def defaulted_dict(obj: JSONDict) -> JSONDict:

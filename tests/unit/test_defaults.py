@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 import copy
+import itertools
 from typing import Any
 
 import jsonpatch
+import orjson
 import pytest
 
-from shared.api import MPIJob, defaulted_dict, defaults_patch, with_defaults
+from shared.api import MPIJob, defaulted_dict, defaults_patch, encoded_defaults_patch, with_defaults
+from shared.api.defaults import missing_defaults
 
 BASE_DEFAULTS: dict[str, Any] = {
     "slotsPerWorker": 1,
@@ -158,3 +162,34 @@ def test_defaulted_dict_shares_unchanged_templates() -> None:
     out = defaulted_dict(given)
     assert out["spec"]["mpiReplicaSpecs"]["Launcher"]["template"] is template
     assert out["spec"]["mpiReplicaSpecs"]["Launcher"] is not given["spec"]["mpiReplicaSpecs"]["Launcher"]
+
+
+def shapes() -> list[dict[str, Any]]:
+    """MPIJobs with every combination of unset, null, empty, set and wrong-typed parents and fields."""
+    parents: list[Any] = ["unset", None, {}, {"restartPolicy": "Always"}, {"replicas": 2, "restartPolicy": None}, 7]
+    found: list[dict[str, Any]] = [{"metadata": {}}, {"metadata": {}, "spec": None}, {"metadata": {}, "spec": 3}]
+    for run_policy, launcher, worker in itertools.product(parents, parents, parents):
+        spec: dict[str, Any] = {"slotsPerWorker": 2, "mpiImplementation": None}
+        if run_policy != "unset":
+            spec["runPolicy"] = copy.deepcopy(run_policy)
+        replica_specs = {role: copy.deepcopy(given) for role, given in (("Launcher", launcher), ("Worker", worker))
+                         if given != "unset"}
+        found.append({"metadata": {}, "spec": {**spec, "mpiReplicaSpecs": replica_specs}})
+    return found
+
+
+def test_each_missing_path_always_gets_the_same_value() -> None:
+    values: dict[tuple[str, ...], list[Any]] = {}
+    for obj in shapes():
+        for crd_run_policy in (False, True):
+            for path, value in missing_defaults(obj, crd_run_policy=crd_run_policy):
+                values.setdefault((str(crd_run_policy), *path), []).append(value)
+    assert len(values) > 10
+    assert {path: seen for path, seen in values.items() if any(v != seen[0] for v in seen)} == {}
+
+
+def test_the_encoded_patch_is_the_patch_as_json_in_base64() -> None:
+    for obj in [*shapes(), *reversed(shapes())]:  # the second pass reads what the first kept
+        text, count = encoded_defaults_patch(obj)
+        ops = defaults_patch(obj)
+        assert (orjson.loads(base64.b64decode(text)) if text else [], count) == (ops, len(ops))

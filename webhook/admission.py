@@ -8,6 +8,7 @@ metrics.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -93,18 +94,18 @@ def log_fields(request: JSONDict) -> JSONDict:
     """uid, operation, namespace and name of a request for its log line, each only when it has the form the
     API server gives it (a UUID, an operation, DNS names); anything else is described by its length, so
     whatever a client put there (a key, a token, megabytes) never reaches a log line."""
-    uid, operation = request["uid"], request["operation"]  # non-empty string and string (parse_review)
+    uid, operation = request["uid"], request["operation"]
     namespace, name = request.get("namespace", ""), request.get("name", "")
     return {
-        "uid": uid if _UUID(uid) else _described(uid),
-        "operation": operation if operation in _OPERATIONS or not operation else _described(operation),
-        "namespace": namespace if _is_name_or_unset(namespace) else _described(namespace),
-        "name": name if _is_name_or_unset(name) else _described(name),
+        "uid": uid if _kept(uid, _UUID) else _described(uid),
+        "operation": operation if _kept(operation, _OPERATIONS.__contains__) else _described(operation),
+        "namespace": namespace if _kept(namespace, _NAME) else _described(namespace),
+        "name": name if _kept(name, _NAME) else _described(name),
     }
 
 
-def _is_name_or_unset(value: object) -> bool:
-    return value in ("", None) or (type(value) is str and _NAME(value) is not None)
+def _kept(value: object, has_its_form: Callable[[str], object]) -> bool:
+    return value in ("", None) or (isinstance(value, str) and bool(has_its_form(value)))
 
 
 def _described(value: object) -> str:

@@ -20,6 +20,15 @@ IMPI_VERSION="${IMPI_VERSION:-2021.13.1}"  # the version upstream's image has; i
 PAUSE_TAG="registry.k8s.io/pause:3.10"
 
 log() { printf '[build-images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+need_mmdebstrap() {  # installed with apt-get when missing and we are root, as build-node.sh installs containerd
+  command -v mmdebstrap >/dev/null && return 0
+  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+    log "error: mmdebstrap is missing (apt-get install mmdebstrap; need root and apt-get)"; exit 2
+  fi
+  log "installing mmdebstrap"
+  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q mmdebstrap ||
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q mmdebstrap; }) >&2
+}
 inputs_hash() {  # the files an image is made of plus the text of its recipe ("$@"), not this whole script
   { cat "$HERE/image_archive.py" "$SRC"/pi.c "$SRC"/entrypoint.sh "$SRC"/sshd_config; printf '%s\n' "$@"; } \
     | sha256sum | cut -c1-12; }
@@ -77,7 +86,7 @@ debian_image() {  # debian_image NAME PACKAGES DEV_PACKAGES COMPILE [EXTRA_HOOK.
     "${FINAL_HOOKS[@]}" "${hooks[@]}" "${envs[@]}").tar"
   [[ -f "$out" ]] && return 0
   [[ -z "${PREPARE:-}" ]] || "$PREPARE"
-  command -v mmdebstrap >/dev/null || { log "error: mmdebstrap is missing (apt-get install mmdebstrap)"; exit 2; }
+  need_mmdebstrap
   local work; work="$(mktemp -d)"
   log "$tag: mmdebstrap $SUITE with $pkgs"
   mmdebstrap --quiet --variant=apt --format=tar --include="$BASE_PKGS${pkgs:+,$pkgs},$dev" "${BASE_HOOKS[@]}" "${hooks[@]}" \
@@ -131,6 +140,7 @@ build_python() {
   local tag="mpijob-operator/python-base:3.11-bookworm"
   local out="$OUT/python-base-$(inputs_hash "python3,python3-venv,python-is-python3,ca-certificates $SUITE").tar"
   [[ -f "$out" ]] && return 0
+  need_mmdebstrap
   local work; work="$(mktemp -d)"
   log "$tag: mmdebstrap $SUITE with python3"
   mmdebstrap --quiet --variant=apt --format=tar --include=python3,python3-venv,python-is-python3,ca-certificates \

@@ -15,7 +15,6 @@ from aiohttp import web
 
 from webhook.tls import build_server_context
 
-
 JSON_HEADERS = {"Content-Type": "application/json"}  # as our webhook sets it: the cheapest way aiohttp has
 
 

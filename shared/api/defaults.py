@@ -85,8 +85,11 @@ def _add_missing(missing: list[tuple[Path, Any]], child: Any, path: Path, fields
 
 def defaults_patch(obj: JSONDict) -> list[JSONDict]:
     """JSON Patch (RFC 6902) ``add`` operations that default an MPIJob without touching set fields."""
-    return [{"op": "add", "path": _pointer(path), "value": value}
-            for path, value in missing_defaults(obj, crd_run_policy=False)]
+    return _add_ops(missing_defaults(obj, crd_run_policy=False))
+
+
+def _add_ops(missing: list[tuple[Path, Any]]) -> list[JSONDict]:
+    return [{"op": "add", "path": _pointer(path), "value": value} for path, value in missing]
 
 
 _ENCODED_PATCHES: dict[tuple[Path, ...], str] = {}
@@ -106,8 +109,7 @@ def encoded_defaults_patch(obj: JSONDict) -> tuple[str, int]:
     paths = tuple(path for path, _ in missing)
     text = _ENCODED_PATCHES.get(paths)
     if text is None:
-        ops = [{"op": "add", "path": _pointer(path), "value": value} for path, value in missing]
-        text = base64.b64encode(orjson.dumps(ops)).decode()
+        text = base64.b64encode(orjson.dumps(_add_ops(missing))).decode()
         if len(_ENCODED_PATCHES) < _ENCODED_PATCHES_KEPT:
             _ENCODED_PATCHES[paths] = text
     return text, len(missing)

@@ -70,9 +70,11 @@ class Store:
 
     def _unindex(self, namespace: str, name: str, obj: JSONDict) -> None:
         key = self._index_key(obj["metadata"].get("labels") or {})
-        group = self._indexed.get((namespace, key)) if key is not None else None
-        if key is None or group is None:
-            return  # never indexed
+        if key is None:
+            return  # such objects are not indexed
+        group = self._indexed.get((namespace, key))
+        if group is None:
+            return
         group.pop(name, None)
         if not group:
             del self._indexed[namespace, key]

@@ -42,6 +42,11 @@ def _fields(parent: Path, defaults: tuple[tuple[str, Any], ...]) -> tuple[Field,
     return tuple((key, (*parent, key), value) for key, value in defaults)
 
 
+def _whole(fields: tuple[Field, ...]) -> JSONDict:
+    """A new parent object holding all of ``fields``' defaults."""
+    return {key: value for key, _, value in fields}
+
+
 _SPEC_FIELDS = _fields(("spec",), _SPEC_DEFAULTS)
 _RUN_POLICY_PATH: Path = ("spec", "runPolicy")
 _RUN_POLICY_FIELDS = {crd: _fields(_RUN_POLICY_PATH, _RUN_POLICY_DEFAULTS + (_CRD_RUN_POLICY_DEFAULTS if crd else ()))
@@ -60,9 +65,7 @@ def missing_defaults(obj: JSONDict, *, crd_run_policy: bool = True) -> list[tupl
     """
     spec = obj.get("spec")
     if spec is None:
-        whole = {key: value for key, _, value in _SPEC_FIELDS}
-        whole["runPolicy"] = {key: value for key, _, value in _RUN_POLICY_FIELDS[crd_run_policy]}
-        return [(("spec",), whole)]
+        return [(("spec",), {**_whole(_SPEC_FIELDS), "runPolicy": _whole(_RUN_POLICY_FIELDS[crd_run_policy])})]
     if not isinstance(spec, dict):
         return []  # not an object: validation reports it
     missing = [(path, value) for key, path, value in _SPEC_FIELDS if spec.get(key) is None]
@@ -78,7 +81,7 @@ def missing_defaults(obj: JSONDict, *, crd_run_policy: bool = True) -> list[tupl
 def _add_missing(missing: list[tuple[Path, Any]], child: Any, path: Path, fields: tuple[Field, ...]) -> None:
     """Append the defaults that ``child``, the object at ``path``, lacks: all of them in one when it is unset."""
     if child is None:
-        missing.append((path, {key: value for key, _, value in fields}))
+        missing.append((path, _whole(fields)))
     elif isinstance(child, dict):
         missing += [(field_path, value) for key, field_path, value in fields if child.get(key) is None]
 

@@ -4,7 +4,8 @@
 benchmark only), starts one local control plane (4 kwok nodes x 1000 pods, audit log on) and runs the Go
 operator and ``python -m reconciler`` alone in turn, interleaved (the order alternates each round), each at
 its defaults (no rate flags) and with raised limits (``--kube-api-qps=1000 --kube-api-burst=1000``):
-- B0: the raw pod-create ceiling C_max, once per round, no operator running (the floor W / C_max);
+- B0: the raw pod-create ceiling C_max, once per round, no operator running (the floor W / C_max), of
+  scheduling-gated pods and of the exact worker template, scheduled and started (C_sched, the floor W / C_sched);
 - B3: POST to all W workers created and to the launcher Job created, W = 1, 64, 512, 1000;
 - B4: 200 MPIJobs of 4 workers submitted open loop at 5/s, 10/s, 20/s and 40/s: p50/p99 POST to launcher Job
   created, and the highest of those rates sustained with p99 <= 2 s (raised limits only, by default: at 5 QPS
@@ -232,7 +233,8 @@ def measure_all(args: argparse.Namespace, results: dict[str, Any], results_path:
                     for round_ in range(args.rounds):
                         if "b0" not in args.skip.split(","):
                             rate = await pod_ceiling(load)
-                            results["b0"].append({"round": round_, "rate": rate})
+                            scheduled = await pod_ceiling(load, scheduled=True)
+                            results["b0"].append({"round": round_, "rate": rate, "scheduled_rate": scheduled})
                         order = kinds if round_ % 2 == 0 else kinds[::-1]
                         for kind in order:
                             for setting in results["meta"]["settings"]:
@@ -279,6 +281,7 @@ def merge(files: list[Path]) -> dict[str, Any]:
             run["round"] += 100 * index
             run["source"] = index
         for b0 in data["b0"]:
+            b0["round"] += 100 * index
             b0["source"] = index
         command = " ".join(["python -m hack.bench_peer", *public_args(data["meta"].get("argv", []))])
         if merged is None:

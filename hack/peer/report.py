@@ -220,15 +220,21 @@ def idle_rss(run: Run) -> float | None:
 
 
 def floor_lines(results: dict[str, Any]) -> list[str]:
-    """Our default-settings TTAC against the raw create floor W / C_max of the same run (B0)."""
+    """Our default-settings TTAC against the raw create floors of the same run (B0): W / C_max of
+    scheduling-gated pods, and W / C_sched of the worker template as emitted, scheduled and started."""
     out = []
     sources = sorted({c.get("source", 0) for c in results.get("b0", [])})
     for source in sources:
-        ceilings = [c["rate"] for c in results["b0"] if c.get("source", 0) == source]
+        b0s = [c for c in results["b0"] if c.get("source", 0) == source]
+        ceilings = [c["rate"] for c in b0s]
+        scheduled = [c["scheduled_rate"] for c in b0s if "scheduled_rate" in c]
         c_max = statistics.median(ceilings)
+        c_sched = statistics.median(scheduled) if scheduled else None
         run_label = f" (run {source + 1})" if len(sources) > 1 else ""
         out.append(f"B0 raw pod-create ceiling C_max{run_label}: {spread(ceilings, 0)} creates/s (2,000 "
-                   "worker-shaped Pods, 32 in flight, no operator running).")
+                   "worker-shaped, scheduling-gated Pods, 32 in flight, no operator running)" +
+                   (f"; C_sched, the same Pods as our reconciler emits them, bound and started meanwhile: "
+                    f"{spread(scheduled, 0)} creates/s." if scheduled else "."))
         for setting in results["meta"]["settings"]:
             for kind in ("ours", "go"):
                 runs = [r for r in runs_of(results, kind, setting) if r.get("source", 0) == source]
@@ -237,11 +243,25 @@ def floor_lines(results: dict[str, Any]) -> list[str]:
                 if ttacs and big:
                     floor = big / c_max
                     busy = cpu_line(runs, big)
+                    ttac = statistics.median(ttacs)
                     out.append(f"{NAMES[kind]}, {setting}, W={big}: TTAC {spread(ttacs, 2)} s = "
-                               f"{statistics.median(ttacs) / floor:.2f}x the floor W/C_max = {floor:.2f} s of the "
-                               f"same run{run_label}" + (f". CPU from the POST to the last create (medians): {busy}."
-                                                         if busy else "."))
+                               f"{ttac / floor:.2f}x the floor W/C_max = {floor:.2f} s"
+                               f"{_scheduled_floor(runs, b0s, big, c_sched)} of the same run{run_label}" +
+                               (f". CPU from the POST to the last create (medians): {busy}." if busy else "."))
     return out
+
+
+def _scheduled_floor(runs: list[Run], b0s: list[dict[str, Any]], workers: int, c_sched: float | None) -> str:
+    """TTAC against W / C_sched: of the medians, and paired with the same round's B0 (min | median | max)."""
+    if c_sched is None:
+        return ""
+    rates = {c["round"]: c["scheduled_rate"] for c in b0s if "scheduled_rate" in c}
+    paired = [m["ttac"] * rates[r["round"]] / workers for r in runs if (m := b3(r, workers)) and r["round"] in rates]
+    ttac = statistics.median(m["ttac"] for r in runs if (m := b3(r, workers)))
+    text = f", {ttac * c_sched / workers:.2f}x the floor W/C_sched = {workers / c_sched:.2f} s"
+    if len(paired) > 1:
+        text += f" (paired by round: {min(paired):.2f} | {statistics.median(paired):.2f} | {max(paired):.2f})"
+    return text
 
 
 def cpu_line(runs: list[Run], workers: int) -> str | None:
@@ -385,7 +405,13 @@ def draw_ttac(ax: Any, results: dict[str, Any], legend_size: int = 8) -> None:
         c_max = statistics.median(c["rate"] for c in results["b0"] if c.get("source", 0) == source)
         which = f"run {source + 1}, " if len(sources) > 1 else ""
         ax.plot(all_sizes, [w / c_max for w in all_sizes], color="gray", linestyle=style,
-                label=f"raw create floor W / C_max (B0, {which}{c_max:.0f} pods/s)")
+                label=f"raw create floor W / C_max (B0, {which}{c_max:.0f} gated pods/s)")
+        scheduled = [c["scheduled_rate"] for c in results["b0"] if c.get("source", 0) == source
+                     and "scheduled_rate" in c]
+        if scheduled:
+            c_sched = statistics.median(scheduled)
+            ax.plot(all_sizes, [w / c_sched for w in all_sizes], color="black", linestyle=style,
+                    label=f"raw create floor W / C_sched (B0, {which}{c_sched:.0f} scheduled pods/s)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xticks(all_sizes)

@@ -424,6 +424,8 @@ def draw_ttac(ax: Any, results: dict[str, Any], legend_size: int = 8) -> None:
     ax.set_title(f"B3: time to all workers created (median, min-max; rounds: {meta['rounds']}); lower is better",
                  fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
+    bottom, top = ax.get_ylim()
+    ax.set_ylim(bottom, top * (top / bottom) ** 0.5)  # headroom (log scale): the legend sits above the curves
     ax.legend(fontsize=legend_size, loc="upper left")
     lines = []
     for setting in meta["settings"]:

@@ -225,11 +225,9 @@ def floor_lines(results: dict[str, Any]) -> list[str]:
     out = []
     sources = sorted({c.get("source", 0) for c in results.get("b0", [])})
     for source in sources:
-        b0s = [c for c in results["b0"] if c.get("source", 0) == source]
-        ceilings = [c["rate"] for c in b0s]
-        scheduled = [c["scheduled_rate"] for c in b0s if "scheduled_rate" in c]
+        b0s = _b0_of(results, source)
+        ceilings, scheduled = _rates(b0s, "rate"), _rates(b0s, "scheduled_rate")
         c_max = statistics.median(ceilings)
-        c_sched = statistics.median(scheduled) if scheduled else None
         run_label = f" (run {source + 1})" if len(sources) > 1 else ""
         out.append(f"B0 raw pod-create ceiling C_max{run_label}: {spread(ceilings, 0)} creates/s (2,000 "
                    "worker-shaped, scheduling-gated Pods, 32 in flight, no operator running)" +
@@ -246,18 +244,29 @@ def floor_lines(results: dict[str, Any]) -> list[str]:
                     ttac = statistics.median(ttacs)
                     out.append(f"{NAMES[kind]}, {setting}, W={big}: TTAC {spread(ttacs, 2)} s = "
                                f"{ttac / floor:.2f}x the floor W/C_max = {floor:.2f} s"
-                               f"{_scheduled_floor(runs, b0s, big, c_sched)} of the same run{run_label}" +
+                               f"{_scheduled_floor(runs, b0s, big, ttac)} of the same run{run_label}" +
                                (f". CPU from the POST to the last create (medians): {busy}." if busy else "."))
     return out
 
 
-def _scheduled_floor(runs: list[Run], b0s: list[dict[str, Any]], workers: int, c_sched: float | None) -> str:
-    """TTAC against W / C_sched: of the medians, and paired with the same round's B0 (min | median | max)."""
-    if c_sched is None:
+def _b0_of(results: dict[str, Any], source: int) -> list[dict[str, Any]]:
+    """The B0 measurements of one results file (of the merged ones)."""
+    return [c for c in results.get("b0", []) if c.get("source", 0) == source]
+
+
+def _rates(b0s: list[dict[str, Any]], key: str) -> list[float]:
+    """``rate`` (gated) or ``scheduled_rate`` of each B0 that has it (results before C_sched have none)."""
+    return [c[key] for c in b0s if key in c]
+
+
+def _scheduled_floor(runs: list[Run], b0s: list[dict[str, Any]], workers: int, ttac: float) -> str:
+    """The median ``ttac`` against W / C_sched, and each run against its own round's (min | median | max)."""
+    scheduled = _rates(b0s, "scheduled_rate")
+    if not scheduled:
         return ""
+    c_sched = statistics.median(scheduled)
     rates = {c["round"]: c["scheduled_rate"] for c in b0s if "scheduled_rate" in c}
     paired = [m["ttac"] * rates[r["round"]] / workers for r in runs if (m := b3(r, workers)) and r["round"] in rates]
-    ttac = statistics.median(m["ttac"] for r in runs if (m := b3(r, workers)))
     text = f", {ttac * c_sched / workers:.2f}x the floor W/C_sched = {workers / c_sched:.2f} s"
     if len(paired) > 1:
         text += f" (paired by round: {min(paired):.2f} | {statistics.median(paired):.2f} | {max(paired):.2f})"
@@ -402,13 +411,12 @@ def draw_ttac(ax: Any, results: dict[str, Any], legend_size: int = 8) -> None:
     all_sizes = sorted({w for s in meta["settings"] for w in meta["sizes"][s]})
     sources = sorted({c.get("source", 0) for c in results.get("b0", [])})
     for source, style in zip(sources, (":", "-."), strict=False):
-        c_max = statistics.median(c["rate"] for c in results["b0"] if c.get("source", 0) == source)
+        b0s = _b0_of(results, source)
+        c_max = statistics.median(_rates(b0s, "rate"))
         which = f"run {source + 1}, " if len(sources) > 1 else ""
         ax.plot(all_sizes, [w / c_max for w in all_sizes], color="gray", linestyle=style,
                 label=f"raw create floor W / C_max (B0, {which}{c_max:.0f} gated pods/s)")
-        scheduled = [c["scheduled_rate"] for c in results["b0"] if c.get("source", 0) == source
-                     and "scheduled_rate" in c]
-        if scheduled:
+        if scheduled := _rates(b0s, "scheduled_rate"):
             c_sched = statistics.median(scheduled)
             ax.plot(all_sizes, [w / c_sched for w in all_sizes], color="black", linestyle=style,
                     label=f"raw create floor W / C_sched (B0, {which}{c_sched:.0f} scheduled pods/s)")

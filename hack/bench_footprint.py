@@ -80,8 +80,8 @@ def settled(pid: int, idle_sockets: int, timeout: float) -> tuple[ProcessSample,
     return ProcessSample.of(pid), time.monotonic() - began
 
 
-def per_pod(before: ProcessSample, after: ProcessSample) -> str:
-    return f"+{(after.rss_kb - before.rss_kb) / PODS:.2f} KiB per managed pod"
+def per_pod(before: ProcessSample, after: ProcessSample, pods: int = PODS) -> str:
+    return f"+{(after.rss_kb - before.rss_kb) / pods:.2f} KiB per managed pod"
 
 
 def mib(kb: int) -> str:
@@ -141,6 +141,8 @@ def main() -> None:
             print(f"B6b marginal, {PODS:,} more pods: {mib(rec_loaded2.rss_kb)} ({per_pod(rec_loaded, rec_loaded2)} "
                   f"from the first batch's loaded RSS), {mib(rec_settled2.rss_kb)} settled {waited:.0f} s later "
                   f"({per_pod(rec_settled, rec_settled2)} from the first batch's settled RSS)")
+            print(f"B6b both batches, {2 * PODS:,} pods, from idle: {per_pod(rec_idle, rec_loaded2, 2 * PODS)} "
+                  f"when the last worker exists, {per_pod(rec_idle, rec_settled2, 2 * PODS)} settled")
         finally:
             reconciler.stop()
             webhook.stop()

@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(parser, "controller-queue-burst", dest="queue_burst", type=int, default=100, help="work queue burst")
     _flag(parser, "cluster-domain", dest="cluster_domain", default="", help="appended to hostfile entries")
     _flag(parser, "max-concurrent-writes", dest="max_concurrent_writes", type=int, default=64,
-          help="API writes in flight at once for one job, e.g. worker creates (default 64)")
+          help="worker creates and deletes in flight at once, for all jobs together (default 64)")
     _flag(parser, "child-event-delay", dest="child_event_delay", type=float, default=0.2,
           help="seconds a job's sync waits after an event of one of its children, so that a burst of pod "
                "events costs one sync and one status write (default 0.2)")

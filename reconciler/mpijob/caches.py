@@ -20,6 +20,7 @@ from shared.jsondict import JSONDict
 
 Slimmer = Callable[[JSONDict], JSONDict | None]
 _POD_META_KEYS = ("name", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
+_POD_SHARED_META = ("creationTimestamp", "deletionTimestamp")
 _POD_LABELS = (c.LABEL_OPERATOR_NAME, c.LABEL_JOB_NAME, c.LABEL_JOB_ROLE)  # what names.role_selector selects on
 _REF_KEYS = ("apiVersion", "kind", "name", "uid", "controller")
 _CAUSE_LIMIT = 1024  # a pending cause longer than a condition message is cut
@@ -38,9 +39,12 @@ def _interned(value: Any) -> Any:
 
 def _slim_pod_meta(obj: JSONDict, ref: JSONDict) -> JSONDict:
     """Pods are most of the cache: only the labels we select on and only the controller reference, both
-    kept once for all the pods that have the same (``sharing.py``), the namespace interned."""
+    kept once for all the pods that have the same (``sharing.py``), the namespace and timestamps interned."""
     metadata = obj.get("metadata") or {}
     slim = {key: metadata[key] for key in _POD_META_KEYS if key in metadata}
+    for key in _POD_SHARED_META:  # a burst of creates gives hundreds of pods the same second
+        if key in slim:
+            slim[key] = _interned(slim[key])
     slim["namespace"] = _interned(metadata.get("namespace", ""))
     labels = metadata.get("labels") or {}
     selected = tuple((key, _interned(labels[key])) for key in _POD_LABELS if key in labels)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,7 +23,7 @@ from shared.jsondict import JSONDict
 class Settings:
     cluster_domain: str = ""
     gang: GangScheduling | None = None
-    max_concurrent_writes: int = 64
+    max_concurrent_writes: int = 64  # API writes in flight at once, for all the jobs being synced
 
 
 class ResourceExistsError(Exception):
@@ -45,6 +46,7 @@ class JobContext:
     settings: Settings
     keygen: Callable[[], SSHKeyPair]
     now: str
+    writes: asyncio.Semaphore  # the process's write slots (``Settings.max_concurrent_writes``), shared by all syncs
     expectations: Expectations = field(default_factory=Expectations)
     settler: Settler = field(default_factory=Settler)
 

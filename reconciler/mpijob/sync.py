@@ -8,6 +8,7 @@ a status change only after that write succeeded.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from collections.abc import Callable
@@ -60,6 +61,10 @@ class Reconciler:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     expectations: Expectations = field(default_factory=Expectations)
     settler: Settler = field(default_factory=Settler)
+    writes: asyncio.Semaphore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.writes = asyncio.Semaphore(self.settings.max_concurrent_writes)
 
     async def sync(self, key: str) -> str:
         """Reconcile the MPIJob ``namespace/name``; returns what happened, raises to be retried."""
@@ -79,7 +84,7 @@ class Reconciler:
             await record_events(self.cluster, cached, [_validation_event(errors)], rfc3339(self.clock()))
             return "invalid"
         ctx = JobContext(job, cached, self.caches, self.cluster, self.settings, self.keygen, rfc3339(self.clock()),
-                         self.expectations, self.settler)
+                         self.writes, self.expectations, self.settler)
         try:
             return await self._reconcile(ctx)
         except ResourceExistsError as error:

@@ -1,7 +1,7 @@
 """Worker pods: scale down, create the missing ones concurrently, and clean up on finish or suspend.
 
-Writes for one job run concurrently (at most ``--max-concurrent-writes`` in flight) in a TaskGroup: the
-first failure cancels the writes still in flight and is raised as itself.
+Writes for one job run concurrently in a TaskGroup, at most ``--max-concurrent-writes`` in flight in the whole
+process: the first failure cancels the writes still in flight and is raised as itself.
 """
 
 from __future__ import annotations
@@ -46,20 +46,27 @@ def owned_workers(ctx: JobContext) -> list[JSONDict]:
 
 
 async def _concurrently(ctx: JobContext, calls: Iterable[Callable[[], Awaitable[T]]]) -> list[T]:
-    """The results of the calls, run at most ``max_concurrent_writes`` at once; the first failure cancels the
-    calls still in flight and is raised itself (not wrapped in an ExceptionGroup)."""
-    gate = asyncio.Semaphore(ctx.settings.max_concurrent_writes)
+    """The results of the calls, in order. A call (and the body it builds) starts only when one of the
+    process's ``max_concurrent_writes`` slots (``ctx.writes``, shared by every sync) is free: 16 syncs of
+    16 workers hold at most 64 built pods at once, not 256 waiting for a connection, and a job of 1,000
+    workers runs 64 tasks, not 1,000. The first failure cancels the calls still in flight and is raised
+    itself (not wrapped in an ExceptionGroup)."""
+    pending = list(calls)
+    results: dict[int, T] = {}
+    indexes = iter(range(len(pending)))
 
-    async def one(call: Callable[[], Awaitable[T]]) -> T:
-        async with gate:
-            return await call()
+    async def run_next() -> None:
+        for index in indexes:
+            async with ctx.writes:
+                results[index] = await pending[index]()
 
     try:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(one(call)) for call in calls]
+            for _ in range(min(len(pending), ctx.settings.max_concurrent_writes)):
+                group.create_task(run_next())
     except ExceptionGroup as failures:
         raise failures.exceptions[0] from None
-    return [task.result() for task in tasks]
+    return [results[index] for index in range(len(pending))]
 
 
 def _deletable(ctx: JobContext, pod: JSONDict) -> bool:

@@ -5,15 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from reconciler.mpijob import builders
-from reconciler.mpijob.context import ResourceExistsError
+from reconciler.mpijob.caches import Caches
+from reconciler.mpijob.context import ResourceExistsError, Settings
+from reconciler.mpijob.metrics import OperatorMetrics
+from reconciler.mpijob.resources import MPIJOBS
 from reconciler.mpijob.status import Event
+from reconciler.mpijob.sync import Reconciler
 from reconciler.runtime.client import ApiError
-from reconciler.runtime.resources import PODS
-from tests.unit.reconciler.test_sync import World, defaulted, new_mpijob
+from reconciler.runtime.resources import CONFIG_MAPS, PODS, SECRETS, SERVICES, Resource
+from shared.jsondict import JSONDict
+from tests.unit.reconciler.fake_cluster import FakeCluster
+from tests.unit.reconciler.test_sync import KEYS, NOW, World, defaulted, new_mpijob
 
 QUOTA = ApiError(403, "Forbidden", 'pods "test-worker-0" is forbidden: exceeded quota: pods, requested: pods=1')
 
@@ -68,3 +76,52 @@ async def test_a_foreign_worker_found_by_create_cancels_the_others() -> None:
         await asyncio.wait_for(world.sync(), timeout=10)
     assert sorted(world.cluster.cancelled) == ["test-worker-1", "test-worker-2"]
     assert [e.reason for e in world.cluster.events] == ["ErrResourceExists"]
+
+
+class CountingCluster(FakeCluster):
+    """Counts the worker pods built and not yet answered, and the creates in flight, at their peak."""
+
+    def __init__(self, caches: Caches) -> None:
+        super().__init__(caches)
+        self.outstanding = self.in_flight = self.peak_outstanding = self.peak_in_flight = 0
+
+    def built(self) -> None:
+        self.outstanding += 1
+        self.peak_outstanding = max(self.peak_outstanding, self.outstanding)
+
+    async def create(self, resource: Resource, obj: JSONDict) -> JSONDict:
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        for _ in range(3):  # the answer takes a few turns of the event loop, as a real one does
+            await asyncio.sleep(0)
+        try:
+            return await super().create(resource, obj)
+        finally:
+            self.in_flight -= 1
+            self.outstanding -= resource.plural == "pods"
+
+
+async def test_the_write_limit_holds_for_all_the_jobs_synced_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    caches = Caches()
+    cluster = CountingCluster(caches)
+    reconciler = Reconciler(caches, cluster, Settings(max_concurrent_writes=3), OperatorMetrics(CollectorRegistry()),
+                            lambda: KEYS, lambda: NOW)
+    for name in ("one", "two"):
+        job = new_mpijob(name, workers=8)
+        cluster.given(MPIJOBS, job)
+        defaults = defaulted(job)
+        cluster.given(SERVICES, builders.build_service(defaults))
+        cluster.given(CONFIG_MAPS, builders.build_config_map(defaults, "", []))
+        cluster.given(SECRETS, builders.build_ssh_secret(defaults, KEYS))
+    build_worker = builders.build_worker
+
+    def counted(*args: Any, **kwargs: Any) -> JSONDict:
+        cluster.built()
+        return build_worker(*args, **kwargs)
+
+    monkeypatch.setattr(builders, "build_worker", counted)
+    await asyncio.wait_for(asyncio.gather(reconciler.sync("default/one"), reconciler.sync("default/two")), 10)
+    created = sorted(name for verb, plural, name in cluster.actions if (verb, plural) == ("create", "pods"))
+    assert created == sorted(f"{job}-worker-{i}" for job in ("one", "two") for i in range(8))
+    assert (cluster.peak_in_flight, cluster.peak_outstanding) == (3, 3), (
+        "3 writes in flight for both jobs together, and a pod is built only when its write can start")

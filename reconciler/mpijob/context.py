@@ -23,7 +23,7 @@ from shared.jsondict import JSONDict
 class Settings:
     cluster_domain: str = ""
     gang: GangScheduling | None = None
-    max_concurrent_writes: int = 64  # API writes in flight at once, for all the jobs being synced
+    max_concurrent_writes: int = 64  # worker creates and deletes in flight at once, for all the jobs being synced
 
 
 class ResourceExistsError(Exception):

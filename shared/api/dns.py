@@ -37,6 +37,11 @@ def is_dns1035_label(value: str) -> list[str]:
     )
 
 
+def is_plain_dns1035_label(value: str) -> bool:
+    """Whether ``value`` is a valid DNS-1035 label (``is_dns1035_label`` finds no problem), as one test."""
+    return len(value) <= DNS1035_LABEL_MAX and _DNS1035_LABEL.fullmatch(value) is not None
+
+
 def is_dns1123_label(value: str) -> list[str]:
     """Problems with ``value`` as an RFC 1123 label (pod hostnames, label values used as names)."""
     return _max_len(value, DNS1123_LABEL_MAX) + (

@@ -77,6 +77,15 @@ def last_worker_hostname(job: MPIJob) -> str:
     return names.worker_name(job.name, replicas - 1)
 
 
+def _every_derived_name_valid(job: MPIJob) -> bool:
+    """The common case, decided without checking each derived name: a job named by a DNS-1035 label gives a
+    valid Service name, ConfigMap and Secret names (a label plus a lowercase suffix, far under 253 characters),
+    and a valid launcher name and worker hostname as long as those two fit in a label's 63 characters."""
+    name = job.name
+    return (dns.is_plain_dns1035_label(name) and len(names.launcher_name(name)) <= dns.DNS1123_LABEL_MAX
+            and len(last_worker_hostname(job)) <= dns.DNS1035_LABEL_MAX)
+
+
 def _derived_name_errors(job: MPIJob) -> list[FieldError]:
     """Name the first derived object that could not be created.
 
@@ -84,6 +93,8 @@ def _derived_name_errors(job: MPIJob) -> list[FieldError]:
     object that fails and is only emitted when it says more: for dotted names (valid object names for
     Kubernetes, but not for the Service and hostnames), or when upstream's rule passed.
     """
+    if _every_derived_name_valid(job):
+        return []
     upstream_passed = not dns.is_dns1035_label(last_worker_hostname(job))
     if not job.name or not (upstream_passed or "." in job.name):
         return []

@@ -41,6 +41,8 @@ class Store:
         bucket = self._items.setdefault(namespace, {})
         old = bucket.get(name)
         old_obj = None if old is None else self._unpack(old)
+        if old_obj is old and old_obj is not None:  # kept as given: hold one string of the name, the bucket's key
+            metadata["name"] = old_obj["metadata"]["name"]
         packed = bucket[name] = self._pack(obj)
         if self._index_labels:
             if old_obj is not None:

@@ -93,3 +93,18 @@ def test_indexed_and_plain_stores_agree_after_random_changes() -> None:
         assert names(stores[1].select(ns, selector)) == expected
         assert names(stores[2].select(ns, selector)) == expected
     assert len(stores[1]) == len(stores[0])
+
+
+def test_a_replaced_object_keeps_the_name_string_its_key_holds() -> None:
+    """The bucket's key is the name from an object's first put (a dict keeps the key it has); later versions hold
+    that same string instead of a copy of it, so a cached pod's name is in memory once."""
+    store = Store(index_labels=(JOB,))
+    first, later = "".join(["worker", "-0"]), "".join(["worker", "-", "0"])  # equal strings, two objects
+    assert first == later
+    assert first is not later
+    store.put(pod(first, **{JOB: "a"}))
+    replacement = pod(later, **{JOB: "a"})
+    store.put(replacement)
+    cached = store.get("ns", "worker-0")
+    assert cached == replacement
+    assert cached["metadata"]["name"] is first

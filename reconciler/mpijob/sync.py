@@ -36,7 +36,7 @@ from reconciler.mpijob.status import (
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.expectations import Expectations
 from reconciler.runtime.settle import Settler
-from shared.api import FieldError, aggregate, defaulted_dict, parse_mpijob, validate
+from shared.api import FieldError, aggregate, defaulted_dict, parse_mpijob, validate_upstream
 from shared.api import constants as c
 from shared.jsondict import JSONDict
 
@@ -79,8 +79,11 @@ class Reconciler:
             return f"managed by {manager}"
         if (cached.get("metadata") or {}).get("deletionTimestamp"):
             return "deleting"
+        # Stored jobs are judged by upstream's rules only: a job the Go operator accepted (created before a
+        # handover, or where the webhook is not called) runs as upstream runs it. Our stricter rules are the
+        # webhook's, at admission, where the user can still fix the YAML.
         job, errors = parse_mpijob(defaulted_dict(cached))
-        if job is None or (errors := validate(job)):
+        if job is None or (errors := validate_upstream(job)):
             await record_events(self.cluster, cached, [_validation_event(errors)], rfc3339(self.clock()))
             return "invalid"
         ctx = JobContext(job, cached, self.caches, self.cluster, self.settings, self.keygen, rfc3339(self.clock()),

@@ -5,13 +5,16 @@ Go -> ours is a rolling update of the shipped Deployment over upstream's (docs/m
 first and waits as a standby, the Go operator gets SIGTERM, and ours takes the Lease when the Go record
 expires (v0.8.2 does not release its Lease: no ``ReleaseOnCancel``). Ours then adopts what the Go operator
 made: the same worker pods (by UID), Secret, ConfigMap and Service, each launcher Job created once, and
-the jobs run to Succeeded. Ours -> Go is the way back: SIGTERM releases our Lease and the Go operator
+the jobs run to Succeeded, jobs that only upstream's rules accept included (created before our webhook
+was installed, they are finished and cleaned up by ours, not frozen by our stricter admission rules).
+Ours -> Go is the way back: SIGTERM releases our Lease and the Go operator
 takes it at its next retry. Who wrote what is read from the API server's audit log (the Go operator
 runs as the cluster's admin, ours under its ServiceAccount token).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -26,9 +29,9 @@ from tests.harness import LocalCluster
 from tests.harness.audit import audit_events
 from tests.harness.binaries import REPO_ROOT
 from tests.harness.wait import wait_for
-from tests.integration.mpijobs import JSON, Jobs, mpijob
+from tests.integration.mpijobs import CONTAINER, JSON, Jobs, mpijob
 from tests.integration.operator_fixtures import ReconcilerControl
-from tests.operator_processes import OperatorReconciler, _Process
+from tests.operator_processes import OperatorReconciler, OperatorWebhook, _Process
 
 LOCK_NAMESPACE = "mpi-operator"
 LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{LOCK_NAMESPACE}/leases/mpi-operator"
@@ -37,6 +40,19 @@ GO_HEALTH_PORT = 8080  # hard-coded in v0.8.2 (cmd/mpi-operator/app/server.go), 
 UPSTREAM_LIMITS = ("--kube-api-qps=5", "--kube-api-burst=10")
 WORKERS = 32
 PARTIAL = 8  # the operator being replaced is stopped once this many workers exist (of WORKERS)
+ADOPTED = ("running", "partial")  # the jobs whose every pod write is accounted for
+
+
+def _upstream_only_jobs() -> dict[str, JSON]:
+    """Jobs the Go operator accepts and our webhook denies: a launcherCreationPolicy that is not one of the two
+    values (upstream waits for the workers on anything but exactly ``AtStartup``) and a misspelt replica key
+    (upstream ignores it). Their launchers still run when the operators change."""
+    lenient = mpijob("lenient", 2, launcherCreationPolicy="waitForWorkersReady",
+                     runPolicy={"cleanPodPolicy": "Running"}, launcher_annotations={"test.mpijob/run-for": "45s"})
+    extra = mpijob("extrakey", 1, runPolicy={"cleanPodPolicy": "All"},
+                   launcher_annotations={"test.mpijob/run-for": "45s"})
+    extra["spec"]["mpiReplicaSpecs"]["worker"] = {"replicas": 3, "template": {"spec": {"containers": [CONTAINER]}}}
+    return {"lenient": lenient, "extrakey": extra}
 
 
 def _peer_binary() -> Path:
@@ -135,25 +151,29 @@ def _launcher_running(jobs: Jobs, job: str) -> bool:
     return len(pods) == 1 and pods[0].get("status", {}).get("phase") == "Running"
 
 
+def _running(jobs: Jobs, job: str) -> bool:
+    return _launcher_running(jobs, job) and jobs.condition(job, "Running") is not None
+
+
 @dataclass
 class Writes:
-    """The successful creates and the deletes of one namespace in the audit log, by user."""
+    """The successful creates and the deletes of some jobs' objects in the audit log, by user."""
 
     worker_creates: dict[str, list[str]]  # worker name -> the users whose create of it was stored
     launcher_creates: dict[str, list[str]]  # launcher Job name -> the same
     pod_deletes: int
 
 
-def _writes(cluster: LocalCluster, offset: int, namespace: str) -> Writes:
+def _writes(cluster: LocalCluster, offset: int, namespace: str, jobs: tuple[str, ...]) -> Writes:
     assert cluster.audit_log is not None
     writes = Writes({}, {}, 0)
     for event in audit_events(cluster.audit_log, offset=offset):
         ref = event.get("objectRef") or {}
-        if ref.get("namespace") != namespace or ref.get("subresource"):
+        name = str(ref.get("name") or "")
+        if ref.get("namespace") != namespace or ref.get("subresource") or name.partition("-")[0] not in jobs:
             continue
         code = (event.get("responseStatus") or {}).get("code")
         user = str((event.get("user") or {}).get("username", ""))
-        name = str(ref.get("name") or "")
         if ref.get("resource") == "pods" and event["verb"] == "delete":
             writes.pod_deletes += 1
         if event["verb"] != "create" or code != 201:
@@ -208,12 +228,13 @@ def _assert_adopted(jobs: Jobs, writes: Writes, ours_user: str, before: dict[str
 
 
 def test_go_operator_to_ours_mid_job(cluster: LocalCluster, namespace: str, alone: ReconcilerControl,
-                                     go_binary: Path, tmp_path: Path) -> None:
+                                     webhook: OperatorWebhook, go_binary: Path, tmp_path: Path) -> None:
     assert cluster.audit_log is not None
     offset = cluster.audit_log.stat().st_size if cluster.audit_log.exists() else 0
     jobs = Jobs(cluster, namespace)
     go = GoOperator(go_binary, cluster, tmp_path, "go")
     ours: OperatorReconciler | None = None
+    webhook.unregister()  # the cluster as it was under the Go operator alone: no webhook of ours yet
     try:
         go.start()
         wait_for(lambda: go.logged("Leading started"), timeout=LEASE_DURATION + 30, interval=0.2,
@@ -226,9 +247,14 @@ def test_go_operator_to_ours_mid_job(cluster: LocalCluster, namespace: str, alon
         # "running": its launcher is running when the operators change; "partial": caught mid-creation
         jobs.create(mpijob("running", 16, runPolicy={"cleanPodPolicy": "None"},
                            launcher_annotations={"test.mpijob/run-for": "45s"}))
-        wait_for(lambda: _launcher_running(jobs, "running") and jobs.condition("running", "Running") is not None,
-                 timeout=60, interval=0.2, what="the running job's launcher Running under the Go operator")
-        # The rolling update: ours first, a standby while the Go operator renews; then the Go pod's SIGTERM.
+        for manifest in _upstream_only_jobs().values():
+            jobs.create(manifest)
+        for job in ("running", *_upstream_only_jobs()):
+            wait_for(functools.partial(_running, jobs, job), timeout=60, interval=0.2,
+                     what=f"the {job} job's launcher Running under the Go operator")
+        # Installing ours: the webhook first, then the rolling update of the reconciler: ours first, a standby
+        # while the Go operator renews; then the Go pod's SIGTERM.
+        webhook.register()
         ours = _ours(cluster, alone, tmp_path)
         wait_for(lambda: ours is not None and ours.check_alive() and ours.log_count("lease held by another") == 1,
                  timeout=30, interval=0.2, what="ours to wait on the Go operator's Lease")
@@ -250,16 +276,26 @@ def test_go_operator_to_ours_mid_job(cluster: LocalCluster, namespace: str, alon
         ours_lease = _lease(cluster)
         assert ours_lease["holderIdentity"] == _our_identity(ours) != go_identity
         assert ours_lease["leaseTransitions"] == go_lease["leaseTransitions"] + 1
-        for job in ("partial", "running"):
+        for job in ("partial", "running", *_upstream_only_jobs()):
             jobs.wait_condition(job, "Succeeded", timeout=90)
+        for job in _upstream_only_jobs():  # finished by ours: cleanPodPolicy Running / All applied
+            jobs.wait_workers(job, 0)
+            assert [e["reason"] for e in jobs.events(job)] == ["MPIJobCreated", "MPIJobRunning", "MPIJobSucceeded"]
         assert ours.alive()
         after = {job: Children.of(jobs, job) for job in ("running", "partial")}
     finally:
+        webhook.register()
         go.stop()
         if ours is not None:
             ours.stop()
 
-    _assert_adopted(jobs, _writes(cluster, offset, namespace), alone.credentials.username, before, after)
+    _assert_adopted(jobs, _writes(cluster, offset, namespace, ADOPTED), alone.credentials.username, before, after)
+    lenient = _writes(cluster, offset, namespace, tuple(_upstream_only_jobs()))
+    assert sorted(lenient.worker_creates) == ["extrakey-worker-0", "lenient-worker-0", "lenient-worker-1"]
+    assert all(len(users) == 1 and users != [alone.credentials.username] for users in
+               [*lenient.worker_creates.values(), *lenient.launcher_creates.values()]), "all made once, by Go"
+    assert sorted(lenient.launcher_creates) == ["extrakey-launcher", "lenient-launcher"]
+    assert lenient.pod_deletes == 3, "ours deleted the 3 workers of the finished jobs (their cleanPodPolicy)"
 
 
 def test_ours_to_go_operator_mid_job(cluster: LocalCluster, namespace: str, alone: ReconcilerControl,
@@ -304,7 +340,7 @@ def test_ours_to_go_operator_mid_job(cluster: LocalCluster, namespace: str, alon
     assert len(after.workers) == WORKERS
     assert (after.secret, after.config_map, after.service) == (before.secret, before.config_map, before.service)
     _assert_discover_hosts(jobs, "back", after, everyone=False)
-    writes = _writes(cluster, offset, namespace)
+    writes = _writes(cluster, offset, namespace, ("back",))
     ours_user = alone.credentials.username
     assert writes.pod_deletes == 0
     assert all(len(users) == 1 for users in writes.worker_creates.values()), "every worker created once"

@@ -495,6 +495,7 @@ async def test_wait_for_workers_ready() -> None:
     await world.sync()
     assert world.cluster.actions == [("update_status", "mpijobs", "test")]
     assert world.cluster.status_written()["replicaStatuses"] == {"Worker": {"active": 2}}
+    world.cluster.catch_up()  # the next sync reads the status it wrote
     world.add_workers(2, "Running", ready=True)
     await world.sync()
     assert world.cluster.actions[1:] == [("create", "jobs", "test-launcher"), ("update_status", "mpijobs", "test")]
@@ -535,3 +536,25 @@ async def test_eviction_fails_the_job_and_sets_completion_time() -> None:
                                        "lastTransitionTime": T}
     assert status["completionTime"] == T
     assert status["replicaStatuses"]["Worker"] == {"active": 1, "failed": 1}
+
+
+@pytest.mark.parametrize(("name", "spec"), [
+    ("policy", {"launcherCreationPolicy": "waitForWorkersReady"}),
+    ("extra-key", {"extraReplica": True}),
+], ids=["lowercase-launcher-creation-policy", "extra-replica-spec-key"])
+async def test_a_job_only_upstream_accepts_is_run_as_upstream_runs_it(name: str, spec: JSONDict) -> None:
+    """Our stricter admission rules are not re-applied to stored jobs: a job the Go operator accepted runs.
+    An unknown launcherCreationPolicy waits for the workers (upstream runs the launcher at start-up only for
+    exactly ``AtStartup``); an extra replica spec key is ignored."""
+    job = new_mpijob(workers=2, **{k: v for k, v in spec.items() if k != "extraReplica"})
+    if spec.get("extraReplica"):
+        job["spec"]["mpiReplicaSpecs"]["worker"] = {"replicas": 3, "template": {"spec": {"containers": [CONTAINER]}}}
+    world = World(job)
+    assert await world.sync() == "synced"
+    creates = [("create", "services", "test"), ("create", "configmaps", "test-config"),
+               ("create", "secrets", "test-ssh"), ("create", "pods", "test-worker-0"),
+               ("create", "pods", "test-worker-1")]
+    if name == "extra-key":
+        creates.append(("create", "jobs", "test-launcher"))
+    assert world.cluster.actions == [*creates, ("update_status", "mpijobs", "test")]
+    assert [e.reason for e in world.cluster.events] == ["MPIJobCreated"]

@@ -107,23 +107,22 @@ class Controller:
         await asyncio.gather(*(informer.synced.wait() for informer in self.informers))
 
     async def run(self) -> None:
-        """Watch, sync the caches, then process keys until cancelled (a fatal watch error propagates)."""
-        tasks = [asyncio.create_task(informer.run(), name=f"informer-{informer.resource.plural}")
-                 for informer in self.informers]
+        """Watch, sync the caches, then process keys until cancelled. Informers and workers share one task
+        group: a fatal watch error (401/403) cancels the workers, even in the middle of a sync, and propagates."""
         try:
-            synced = asyncio.create_task(self.wait_for_sync())
-            done, _ = await asyncio.wait([synced, *tasks], return_when=asyncio.FIRST_COMPLETED)
-            if synced not in done:
-                synced.cancel()
-                for task in done:
-                    task.result()  # raises the informer's fatal error
-            logger.info("caches synced", extra={"kv": {"mpijobs": len(self.reconciler.caches.mpijobs),
-                                                        "pods": len(self.reconciler.caches.pods)}})
-            workers = [asyncio.create_task(self._worker(), name=f"worker-{i}") for i in range(self.threadiness)]
-            await asyncio.gather(*tasks, *workers)
+            async with asyncio.TaskGroup() as group:
+                for informer in self.informers:
+                    group.create_task(informer.run(), name=f"informer-{informer.resource.plural}")
+                await self.wait_for_sync()  # cancelled by the group when an informer fails first
+                logger.info("caches synced", extra={"kv": {"mpijobs": len(self.reconciler.caches.mpijobs),
+                                                            "pods": len(self.reconciler.caches.pods)}})
+                for i in range(self.threadiness):
+                    group.create_task(self._worker(), name=f"worker-{i}")
+        except ExceptionGroup as errors:
+            if len(errors.exceptions) == 1:  # the usual case: one informer's fatal error, raised as itself
+                raise errors.exceptions[0] from None
+            raise
         finally:
-            for task in tasks:
-                task.cancel()
             self.queue.shutdown()
 
     async def _worker(self) -> None:

@@ -3,7 +3,11 @@
 It keeps the objects the test gave the "server", records every write as (verb, resource, name) in
 order, fails a write with the status a test asks for (for a resource, or for one object), holds
 creates a test names in flight until they are cancelled, and answers 409 AlreadyExists and 404 like
-the API server would for names. ``catch_up`` plays the watch: the caches then show the server.
+the API server would for names. Like the API server, it gives every write a new resourceVersion and
+answers 409 Conflict to a replace, status replace or merge patch that carries a resourceVersion other
+than the stored one; a replace keeps the stored status and a status replace keeps all but the status
+(as for a resource with a status subresource). ``catch_up`` plays the watch: the caches then show the
+server.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class FakeCluster:
         self.stalled: set[str] = set()  # names whose create never answers
         self.cancelled: list[str] = []  # stalled creates that were cancelled
         self._uid = 0
+        self._version = 1000  # above every resourceVersion a test gives; one counter for all objects, as etcd's
 
     def given(self, resource: Resource, obj: JSONDict, *, cached: bool = True) -> JSONDict:
         """An object that exists on the server (and, unless ``cached=False``, in the informer cache)."""
@@ -99,7 +104,7 @@ class FakeCluster:
         created = copy.deepcopy(obj)
         created.setdefault("kind", resource.kind)
         self._uid += 1
-        created["metadata"].update(uid=f"uid-{self._uid}", resourceVersion="1")
+        created["metadata"].update(uid=f"uid-{self._uid}", resourceVersion=self._next_version())
         self.server[key] = created
         return copy.deepcopy(created)
 
@@ -111,19 +116,22 @@ class FakeCluster:
 
     async def replace(self, resource: Resource, obj: JSONDict) -> JSONDict:
         self._record("update", resource, obj)
-        self.server[(resource.plural, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])] = obj
-        return copy.deepcopy(obj)
+        current = self._current(resource, obj["metadata"], obj["metadata"].get("namespace", ""))
+        replaced = copy.deepcopy(obj)
+        replaced.pop("status", None)
+        if "status" in current:  # the status is written through the status subresource only
+            replaced["status"] = current["status"]
+        return self._store(resource, current, replaced)
 
     async def replace_status(self, resource: Resource, obj: JSONDict) -> JSONDict:
         self._record("update_status", resource, obj)
-        return copy.deepcopy(obj)
+        current = self._current(resource, obj["metadata"], obj["metadata"].get("namespace", ""))
+        return self._store(resource, current, {**current, "status": copy.deepcopy(obj.get("status"))})
 
     async def patch(self, resource: Resource, namespace: str, name: str, patch: JSONDict) -> JSONDict:
-        current = await self.get(resource, namespace, name)
         self._record("patch", resource, {"metadata": {"name": name}, "patch": patch})
-        merged = _merge(current, patch)
-        self.server[(resource.plural, namespace, name)] = merged
-        return copy.deepcopy(merged)
+        current = self._current(resource, {"name": name, **(patch.get("metadata") or {})}, namespace)
+        return self._store(resource, current, _merge(current, patch))
 
     async def delete(self, resource: Resource, namespace: str, name: str) -> None:
         self._record("delete", resource, {"metadata": {"name": name}})
@@ -132,6 +140,36 @@ class FakeCluster:
 
     async def record_event(self, involved: JSONDict, event: Event, now: str) -> None:
         self.events.append(event)
+
+    def _current(self, resource: Resource, metadata: JSONDict, namespace: str) -> JSONDict:
+        """The stored object a write names, checking the write's resourceVersion precondition, if it has one,
+        as the API server does: 404 if there is no such object, 409 Conflict if it changed since it was read."""
+        name = metadata["name"]
+        current = self.server.get((resource.plural, namespace, name))
+        if current is None:
+            raise ApiError(404, "NotFound", f'{resource.plural} "{name}" not found')
+        expected = metadata.get("resourceVersion")
+        if expected and expected != current["metadata"].get("resourceVersion"):
+            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {resource.plural} "{name}": the object '
+                                            "has been modified; please apply your changes to the latest version and "
+                                            "try again")
+        return current
+
+    def _store(self, resource: Resource, current: JSONDict, new: JSONDict) -> JSONDict:
+        """``new`` stored in the place of ``current``, with a new resourceVersion and ``current``'s identity."""
+        new = copy.deepcopy(new)
+        new.setdefault("kind", resource.kind)
+        new["metadata"] = {**new["metadata"], "name": current["metadata"]["name"],
+                           "resourceVersion": self._next_version()}
+        for key in ("namespace", "uid", "creationTimestamp"):
+            if key in current["metadata"]:
+                new["metadata"][key] = current["metadata"][key]
+        self.server[(resource.plural, current["metadata"].get("namespace", ""), current["metadata"]["name"])] = new
+        return copy.deepcopy(new)
+
+    def _next_version(self) -> str:
+        self._version += 1
+        return str(self._version)
 
     def created(self, plural: str, name: str) -> JSONDict:
         for verb, kind, obj_name, body in self.writes:

@@ -35,6 +35,7 @@ async def test_a_worker_recreated_under_a_deleted_name_is_deleted_again() -> Non
     world.cluster.given(MPIJOBS, job)
     await world.sync()
     assert ("delete", "pods", "test-worker-1") in world.cluster.actions
+    world.cluster.catch_up()  # the status written and the deletion are seen
     # gone at once (never seen terminating), then created again under its name (scaled up and down again)
     again = builders.build_worker(defaulted(new_mpijob(workers=2)), 1)
     again["metadata"]["uid"] = "worker-1-again"

@@ -98,6 +98,7 @@ async def test_workers_starting_one_after_the_other_are_listed_in_one_patch_once
         world.add_workers(running, "Running")
         clock.now += 0.5
         await world.sync()
+        world.cluster.catch_up()  # the status written (worker counts) is seen before the next sync
     assert ("patch", "configmaps", "test-config") not in world.cluster.actions[writes:]
     assert requeued[-1] == ("default/test", 1.0), "the last worker to run restarted the quiet period"
     clock.now += 1.0

@@ -6,30 +6,17 @@ Upstream makes a fresh ECDSA P-521 key per MPIJob: the private key as a PEM ``EC
 
 from __future__ import annotations
 
-import functools
-
-from reconciler.mpijob import libcrypto
 from reconciler.mpijob.builders.secret import SSHKeyPair
 
 __all__ = ["SSHKeyPair", "generate_ssh_key_pair"]
 
 
-@functools.cache
-def _openssl() -> libcrypto.LibCrypto | None:
-    return libcrypto.load()
-
-
 def generate_ssh_key_pair() -> SSHKeyPair:
-    """A new random ECDSA P-521 key pair, encoded as the Secret stores it: by the OpenSSL that ``ssl`` already
-    loaded when it is OpenSSL 3, else by cryptography (about 9 MiB of RSS, imported by the first call)."""
-    openssl = _openssl()
-    if openssl is not None:
-        private_pem, authorized_key = openssl.key_pair()
-        return SSHKeyPair(private_key_pem=private_pem, authorized_key=authorized_key)
-    return _cryptography_key_pair()
+    """A new random ECDSA P-521 key pair, encoded as the Secret stores it.
 
-
-def _cryptography_key_pair() -> SSHKeyPair:
+    cryptography is imported by the first call, not at start: an idle reconciler that has made no key yet
+    does not carry its ~9 MiB.
+    """
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
     from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
 

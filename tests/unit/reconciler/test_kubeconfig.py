@@ -97,8 +97,8 @@ def test_the_reconciler_never_imports_kubernetes_asyncio_for_a_plain_kubeconfig(
 
 
 def test_an_idle_reconciler_imports_no_yaml_nor_cryptography() -> None:
-    """In its cluster the reconciler reads no kubeconfig (PyYAML) and makes its SSH keys with the OpenSSL that
-    ssl loaded (cryptography is only the fallback), so neither is imported by the process itself."""
+    """In its cluster the reconciler reads no kubeconfig (PyYAML), and cryptography is imported by the first SSH
+    key, so an idle process holds neither."""
     code = ("import sys\n"
             "import reconciler.__main__\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'yaml', 'cryptography', 'kubernetes_asyncio'}))\n")

@@ -1,25 +1,19 @@
-"""SSH key generation: ECDSA P-521, PEM ``EC PRIVATE KEY``, OpenSSH public line without comment; the same
-from OpenSSL through ctypes (the reconciler's path under OpenSSL 3) and from cryptography (the fallback)."""
+"""SSH key generation: ECDSA P-521, PEM ``EC PRIVATE KEY``, OpenSSH public line without comment, made by
+cryptography (no C bindings of our own on the credential path)."""
 
 from __future__ import annotations
 
-import ssl
-from collections.abc import Callable
+import subprocess
+import sys
 
-import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from reconciler.mpijob import libcrypto, sshkeys
-from reconciler.mpijob.builders.secret import SSHKeyPair
-
-GENERATORS = pytest.mark.parametrize("generate", [sshkeys.generate_ssh_key_pair, sshkeys._cryptography_key_pair],
-                                     ids=["default", "cryptography"])
+from reconciler.mpijob import sshkeys
 
 
-@GENERATORS
-def test_key_pair_format_and_match(generate: Callable[[], SSHKeyPair]) -> None:
-    pair = generate()
+def test_key_pair_format_and_match() -> None:
+    pair = sshkeys.generate_ssh_key_pair()
     assert pair.private_key_pem.startswith(b"-----BEGIN EC PRIVATE KEY-----\n")
     assert pair.private_key_pem.endswith(b"-----END EC PRIVATE KEY-----\n")
     private_key = serialization.load_pem_private_key(pair.private_key_pem, password=None)
@@ -39,13 +33,19 @@ def test_key_pair_format_and_match(generate: Callable[[], SSHKeyPair]) -> None:
         serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH) + b"\n"
 
 
-@GENERATORS
-def test_every_call_makes_a_new_key(generate: Callable[[], SSHKeyPair]) -> None:
-    first, second = generate(), generate()
+def test_every_call_makes_a_new_key() -> None:
+    first, second = sshkeys.generate_ssh_key_pair(), sshkeys.generate_ssh_key_pair()
     assert first.private_key_pem != second.private_key_pem
     assert first.authorized_key != second.authorized_key
 
 
-@pytest.mark.skipif(ssl.OPENSSL_VERSION_INFO < (3,), reason="the ctypes path needs OpenSSL 3")
-def test_openssl_3_is_used_through_ssl() -> None:
-    assert libcrypto.load() is not None
+def test_keys_come_from_cryptography_imported_by_the_first_key() -> None:
+    """Not from a ctypes binding of libcrypto: a mistyped C signature there would corrupt memory on the
+    credential path. cryptography is loaded by the first key, not at start."""
+    code = ("import sys\n"
+            "from reconciler.mpijob.sshkeys import generate_ssh_key_pair\n"
+            "before = 'cryptography' in sys.modules\n"
+            "generate_ssh_key_pair()\n"
+            "print(before, 'cryptography' in sys.modules, 'ctypes' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.split() == ["False", "True", "False"]

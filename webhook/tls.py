@@ -31,7 +31,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from webhook.pem import PEMError, leaf_facts, pem_blocks
+from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -70,43 +72,37 @@ def build_server_context() -> ssl.SSLContext:
 
 
 def inspect_pair(cert_pem: bytes, key_pem: bytes) -> LoadedCertificate:
-    """Parse a PEM chain and an unencrypted PEM key; raise CertificateError unless OpenSSL loads the pair
-    (which checks that the key fits the leaf). The pair is rehearsed on a scratch context: a failed
+    """Parse a PEM chain and an unencrypted PEM key with cryptography; raise CertificateError unless the key
+    fits the leaf and OpenSSL loads the pair. The pair is rehearsed on a scratch context: a failed
     ``load_cert_chain`` can leave a context with the new certificate but no key."""
     try:
-        chain = [der for label, _, der in pem_blocks(cert_pem) if label == "CERTIFICATE"]
-        if not chain:
-            raise PEMError("no complete PEM certificate block (BEGIN/END CERTIFICATE) found")
-        leaf = leaf_facts(chain[0])
-    except PEMError as exc:
-        raise CertificateError(f"certificate: {exc}") from exc
-    _check_key(key_pem)
+        leaf = x509.load_pem_x509_certificates(cert_pem)[0]
+    except ValueError as exc:
+        raise CertificateError(f"certificate: {_short(exc)}") from exc
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except TypeError as exc:  # cryptography's word for "encrypted, and no password given"
+        raise CertificateError("private key: the key is encrypted; the webhook needs an unencrypted key") from exc
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise CertificateError(f"private key: {_short(exc)}") from exc
+    if key.public_key() != leaf.public_key():
+        raise CertificateError("private key does not match the certificate")
     try:
         _load_chain(build_server_context(), cert_pem, key_pem)
     except ssl.SSLError as exc:
-        if exc.reason == "KEY_VALUES_MISMATCH":
-            raise CertificateError("private key does not match the certificate") from exc
-        raise CertificateError(f"private key: OpenSSL cannot load it ({_short(exc)})") from exc
-    return LoadedCertificate(serial=leaf.serial, fingerprint_sha256=leaf.fingerprint_sha256, subject=leaf.subject,
-                             not_before=leaf.not_before, not_after=leaf.not_after)
+        raise CertificateError(f"OpenSSL cannot load the pair ({_short(exc)})") from exc
+    return LoadedCertificate(serial=leaf.serial_number, fingerprint_sha256=leaf.fingerprint(hashes.SHA256()).hex(),
+                             subject=leaf.subject.rfc4514_string(), not_before=leaf.not_valid_before_utc,
+                             not_after=leaf.not_valid_after_utc)
 
 
-def _check_key(key_pem: bytes) -> None:
-    """An unencrypted PEM private key block must be there (OpenSSL's own errors say only "PEM lib")."""
-    try:
-        keys = [(label, body) for label, body, _ in pem_blocks(key_pem) if label.endswith("PRIVATE KEY")]
-    except PEMError as exc:
-        raise CertificateError(f"private key: {exc}") from exc
-    if not keys:
-        raise CertificateError("private key: no complete PEM private key block (BEGIN/END PRIVATE KEY) found")
-    label, body = keys[0]
-    if label == "ENCRYPTED PRIVATE KEY" or b"Proc-Type: 4,ENCRYPTED" in body:
-        raise CertificateError("private key: the key is encrypted; the webhook needs an unencrypted key")
-
-
-def _short(exc: ssl.SSLError) -> str:
-    """OpenSSL's reason without the source location: ``[SSL] PEM lib``."""
-    return re.sub(r" \(_ssl\.c:\d+\)$", "", str(exc.args[1] if len(exc.args) > 1 else exc))
+def _short(exc: Exception) -> str:
+    """The error as one short phrase: cryptography's without its FAQ link (``Unable to load PEM file
+    (MalformedFraming)``), OpenSSL's without its source location (``[SSL] PEM lib``)."""
+    text = str(exc.args[1]) if isinstance(exc, ssl.SSLError) and len(exc.args) > 1 else str(exc)
+    text = re.sub(r" \(_ssl\.c:\d+\)$", "", text or type(exc).__name__)
+    return re.sub(r"\. See https?://\S+ for more details\.\s*(.*)$",
+                  lambda match: f" ({match.group(1)})" if match.group(1) else "", text)
 
 
 class CertificateReloader:

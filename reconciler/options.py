@@ -66,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m reconciler", description="The MPIJob reconciler.",
                                      allow_abbrev=False)
     _flag(parser, "master", default="", help="API server address; overrides the kubeconfig")
-    _flag(parser, "kubeConfig", dest="kubeconfig", default="", help="kubeconfig path (env KUBECONFIG overrides it)")
+    _flag(parser, "kubeConfig", dest="kubeconfig", default="",
+          help="kubeconfig path, or several separated by ':', merged as kubectl merges them (env KUBECONFIG "
+               "overrides it)")
     _flag(parser, "namespace", default=os.environ.get("KUBEFLOW_NAMESPACE", ""),
           help="namespace to watch (default: env KUBEFLOW_NAMESPACE; empty: all namespaces)")
     _flag(parser, "threadiness", type=int, default=DEFAULT_THREADINESS,

@@ -1,5 +1,10 @@
-"""Where the API server is and how to authenticate: a kubeconfig file, or the in-cluster ServiceAccount
+"""Where the API server is and how to authenticate: kubeconfig files, or the in-cluster ServiceAccount
 (``load_configuration``).
+
+Several kubeconfig files (KUBECONFIG=a:b) are merged as kubectl merges them: for each cluster, user and
+context name, and for current-context, the first file that sets it wins, with its whole entry; relative
+file names are resolved against the directory of the file that holds them; missing files and empty list
+elements are skipped. kubernetes-asyncio's own merging differs (current-context from the last file).
 
 Importing kubernetes-asyncio's loader costs about 60 MiB of memory (it imports every generated API
 model), more than the rest of the reconciler together. This module reads the kubeconfig forms a
@@ -16,6 +21,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +31,10 @@ from shared.jsondict import JSONDict
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD_SECONDS = 60.0  # bound ServiceAccount tokens rotate; client-go re-reads the file each minute
+# The file names of each kind of entry, resolved against the directory of the file that holds the entry
+_FILE_KEYS = {"clusters": ("cluster", ("certificate-authority",)),
+              "users": ("user", ("client-certificate", "client-key", "tokenFile")),
+              "contexts": ("context", ())}
 
 
 class KubeconfigError(ValueError):
@@ -99,44 +109,99 @@ def _read(path: Path) -> Any:
         raise KubeconfigError(" ".join(str(error).split())) from None
 
 
-def needs_plugin(path: Path) -> bool:
-    """True when the current user authenticates through an exec or auth-provider plugin."""
+def read_kubeconfigs(paths: Sequence[Path]) -> JSONDict:
+    """The files merged into one kubeconfig as kubectl merges them (see the module's docstring), file names in
+    it resolved; KubeconfigError, naming the file when there are several, when one is not a kubeconfig."""
+    merged: JSONDict = {"clusters": [], "users": [], "contexts": []}
+    for path in paths:
+        try:
+            document = _read(path)
+            if document is not None and not isinstance(document, dict):
+                raise KubeconfigError("not a kubeconfig (expected a mapping)")
+        except KubeconfigError as error:
+            raise KubeconfigError(f"{path}: {error}" if len(paths) > 1 else str(error)) from None
+        document = document or {}
+        current = document.get("current-context")
+        if isinstance(current, str) and current and not merged.get("current-context"):
+            merged["current-context"] = current
+        for key, (what, files) in _FILE_KEYS.items():
+            items = document.get(key)
+            names = {item["name"] for item in merged[key]}
+            for item in items if isinstance(items, list) else []:
+                if isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"] not in names:
+                    names.add(item["name"])
+                    merged[key].append(_resolved(item, what, files, path.parent))
+    return merged
+
+
+def _resolved(item: JSONDict, what: str, files: tuple[str, ...], base: Path) -> JSONDict:
+    """The entry with its relative file names (and an exec plugin's command given as a path) under ``base``."""
+    entry = item.get(what)
+    if not isinstance(entry, dict):
+        return item
+    entry = dict(entry)
+    for key in files:
+        if entry.get(key):
+            entry[key] = _under(entry[key], base)
+    plugin = entry.get("exec")
+    if isinstance(plugin, dict) and "/" in str(plugin.get("command", "")):  # kubectl leaves a bare name to PATH
+        entry["exec"] = {**plugin, "command": _under(plugin["command"], base)}
+    return {**item, what: entry}
+
+
+def _under(value: Any, base: Path) -> str:
+    resolved = Path(str(value)).expanduser()
+    return str(resolved if resolved.is_absolute() else base / resolved)
+
+
+def _uses_plugin(document: JSONDict) -> bool:
     try:
-        _, user = _selected(_read(path))
+        _, user = _selected(document)
     except KubeconfigError:
         return False
     return "exec" in user or "auth-provider" in user
 
 
-def load_kubeconfig(path: Path) -> ClientConfig:
-    """The ClientConfig of the kubeconfig's current context; KubeconfigError when it cannot work."""
-    cluster, user = _selected(_read(path))
+def needs_plugin(*paths: Path) -> bool:
+    """True when the current user of the kubeconfig files authenticates through an exec or auth-provider plugin."""
+    try:
+        return _uses_plugin(read_kubeconfigs(paths))
+    except KubeconfigError:
+        return False
+
+
+def load_kubeconfig(*paths: Path) -> ClientConfig:
+    """The ClientConfig of the current context of the kubeconfig files; KubeconfigError when it cannot work."""
+    return client_config(read_kubeconfigs(paths))
+
+
+def client_config(document: JSONDict) -> ClientConfig:
+    """The ClientConfig of a merged kubeconfig's current context (``read_kubeconfigs``)."""
+    cluster, user = _selected(document)
     server = cluster.get("server")
     if not isinstance(server, str) or not server:
         raise KubeconfigError("the current context's cluster has no server")
-    base = path.parent
     config = ClientConfig(server.rstrip("/"), verify_ssl=not cluster.get("insecure-skip-tls-verify", False))
-    config.ssl_ca_cert = _file(cluster, "certificate-authority", base)
+    config.ssl_ca_cert = _file(cluster, "certificate-authority")
     if cluster.get("certificate-authority-data"):
         config.ca_data = _decoded(cluster["certificate-authority-data"], "certificate-authority-data").decode()
-    config.cert_file = _file(user, "client-certificate", base) or _data_file(user, "client-certificate-data")
-    config.key_file = _file(user, "client-key", base) or _data_file(user, "client-key-data")
+    config.cert_file = _file(user, "client-certificate") or _data_file(user, "client-certificate-data")
+    config.key_file = _file(user, "client-key") or _data_file(user, "client-key-data")
     config.token = str(user.get("token") or "")
-    config.token_file = _file(user, "tokenFile", base) or ""
+    config.token_file = _file(user, "tokenFile") or ""
     if bool(config.cert_file) != bool(config.key_file):
         raise KubeconfigError("a client certificate needs both a certificate and a key")
     return config
 
 
-def _file(entry: JSONDict, key: str, base: Path) -> str | None:
+def _file(entry: JSONDict, key: str) -> str | None:
+    """The file an entry names (already resolved by ``read_kubeconfigs``), which must exist."""
     value = entry.get(key)
     if not value:
         return None
-    resolved = Path(str(value)).expanduser()
-    resolved = resolved if resolved.is_absolute() else base / resolved
-    if not resolved.is_file():
-        raise KubeconfigError(f"{key} {resolved}: no such file")
-    return str(resolved)
+    if not Path(str(value)).is_file():
+        raise KubeconfigError(f"{key} {value}: no such file")
+    return str(value)
 
 
 def _decoded(value: Any, key: str) -> bytes:
@@ -162,47 +227,62 @@ def _data_file(entry: JSONDict, key: str) -> str | None:
     return str(target)
 
 
-def kubeconfig_path(kubeconfig: str) -> str:
-    """The kubeconfig file to load, or "" for the in-cluster configuration; StartupError when none works."""
+def kubeconfig_paths(kubeconfig: str) -> list[str]:
+    """The kubeconfig files to load, or [] for the in-cluster configuration; StartupError when none works.
+    ``kubeconfig`` may list several files separated by ``os.pathsep`` (":"), as KUBECONFIG does for kubectl:
+    empty elements are ignored, repeated files read once, missing files skipped; one at least must exist."""
     if kubeconfig:
-        if not os.path.isfile(kubeconfig):
-            raise StartupError(f"kubeconfig {kubeconfig}: no such file")
-        return kubeconfig
+        listed = list(dict.fromkeys(name for name in kubeconfig.split(os.pathsep) if name))
+        found = [name for name in listed if os.path.isfile(name)]
+        if found:
+            return found
+        if len(listed) == 1:
+            raise StartupError(f"kubeconfig {listed[0]}: no such file")
+        raise StartupError(f"kubeconfig {kubeconfig}: none of these files exists" if listed else
+                           f"kubeconfig {kubeconfig!r} names no file")
     if os.environ.get("KUBERNETES_SERVICE_HOST") and os.environ.get("KUBERNETES_SERVICE_PORT"):
-        return ""
+        return []
     default = os.path.expanduser("~/.kube/config")
     if not os.path.isfile(default):
         raise StartupError(f"no kubeconfig: pass --kubeConfig or set KUBECONFIG ({default} does not exist), "
                            "or run in a cluster (KUBERNETES_SERVICE_HOST is not set)")
-    return default
+    return [default]
 
 
 async def load_configuration(kubeconfig: str = "", master: str = "") -> Any:
-    """A client configuration: from ``kubeconfig`` if given, else in-cluster, else ~/.kube/config.
+    """A client configuration: from the ``kubeconfig`` file(s) if given, else in-cluster, else ~/.kube/config.
     Raises StartupError naming the problem. Credential plugins (exec, auth-provider) go through
     kubernetes-asyncio's loader; everything else through ours, which costs no memory to speak of."""
-    path = kubeconfig_path(kubeconfig)
+    paths = kubeconfig_paths(kubeconfig)
     try:
-        if not path:
+        if not paths:
             configuration: Any = in_cluster_config()
-        elif needs_plugin(Path(path)):
-            configuration = await _plugin_configuration(path)
         else:
-            configuration = load_kubeconfig(Path(path))
+            document = read_kubeconfigs([Path(path) for path in paths])
+            if _uses_plugin(document):
+                configuration = await _plugin_configuration(paths, document)
+            else:
+                configuration = client_config(document)
     except KubeconfigError as error:
-        raise StartupError(f"kubeconfig {path} is not usable: {error}" if path else str(error)) from None
+        shown = os.pathsep.join(paths)
+        raise StartupError(f"kubeconfig {shown} is not usable: {error}" if paths else str(error)) from None
     if master:
         configuration.host = master
     return configuration
 
 
-async def _plugin_configuration(path: str) -> Any:
+async def _plugin_configuration(paths: list[str], document: JSONDict) -> Any:
+    """kubernetes-asyncio's configuration: from the one file (a refreshed auth-provider token is written back
+    to it), or from the files merged by ``read_kubeconfigs``."""
     from kubernetes_asyncio import config  # noqa: PLC0415  (~60 MiB: only for credential plugins)
     from kubernetes_asyncio.client import Configuration  # noqa: PLC0415
 
     configuration = Configuration()
     try:
-        await config.load_kube_config(config_file=path, client_configuration=configuration)
+        if len(paths) == 1:
+            await config.load_kube_config(config_file=paths[0], client_configuration=configuration)
+        else:
+            await config.load_kube_config_from_dict(document, client_configuration=configuration)
     except Exception as error:  # the loader raises ConfigException, YAML errors, KeyError, TypeError, OSError
         raise KubeconfigError(" ".join(str(error).split()) or type(error).__name__) from None
     return configuration

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -113,6 +114,11 @@ class WebhookProcess:
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
             time.sleep(0.05)
 
+    def wait_for_log(self, pattern: str, what: str) -> None:
+        """Until a line of the process's log matches ``pattern`` (a regular expression), within the deadline."""
+        line = re.compile(pattern)
+        self.wait(lambda: any(line.search(text) for text in self.log.read_text().splitlines()), what)
+
     def get(self, path: str) -> int:
         try:
             with urllib.request.urlopen(f"https://127.0.0.1:{self.port}{path}", context=self.context,
@@ -188,9 +194,9 @@ def test_the_webhook_logs_no_secrets(webhook_process: WebhookProcess) -> None:
     tls_key = wh.tmp / certs.TLS_KEY
     good_key = tls_key.read_bytes()
     tls_key.write_text(RSA_PEM)  # a real key, but not the certificate's
-    wh.wait(lambda: "keeping the previous one" in wh.log.read_text(), "the reload warning")
+    wh.wait_for_log(r'level=warning .*msg="tls certificate not loaded, keeping the previous one"', "the reload warning")
     tls_key.write_bytes(good_key)
-    time.sleep(0.3)
+    wh.wait_for_log(r'msg="tls certificate loaded" .*\breloads=2\b', "the good key's reload")
     wh.stop()
     log = wh.log.read_text()
     assert log.count('msg=admission') == len(statuses)

@@ -16,7 +16,6 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from shared.logs import log_info
 from webhook import admission
 from webhook.state import METRICS, READY_CHECK
 
@@ -47,7 +46,7 @@ def admission_handler(operation: str, admit: AdmitFunction) -> Handler:
         seconds = time.perf_counter() - started
         request.app[METRICS].observe(operation, result, seconds)
         log.update(result=result, duration_us=round(seconds * 1e6))
-        log_info(logger, "admission", log)
+        logger.info("admission", extra={"kv": log})
         return response
 
     return handle

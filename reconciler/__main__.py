@@ -102,10 +102,10 @@ async def _lead(controller: Controller, elector: LeaderElector | None, health: H
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if elector is not None:
+        health.add("leader", elector.problem)  # a standby too: its Lease refused for a lease duration fails it
     if elector is not None and not await _until_leader(elector, stop):
         return 0
-    if elector is not None:
-        health.add("leader", elector.problem)
     health.add("informers", lambda: _stopped_informers(controller))
     metrics.is_leader.set(1)
     tasks = [asyncio.create_task(controller.run()), asyncio.create_task(stop.wait()),
@@ -130,11 +130,12 @@ async def _lead(controller: Controller, elector: LeaderElector | None, health: H
 
 
 async def _until_leader(elector: LeaderElector, stop: asyncio.Event) -> bool:
-    """Wait for the Lease; False when asked to stop first. Only a Lease really held returns True."""
+    """Wait for the Lease; False when asked to stop first. Only a Lease really held returns True; a Lease never
+    allowed raises LeaseRefusedError (a StartupError)."""
     acquiring = asyncio.create_task(elector.acquire())
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait([acquiring, stopping], return_when=asyncio.FIRST_COMPLETED)
-    for task in (acquiring, stopping):
+    for task in (stopping, acquiring):  # acquiring last: its error propagates
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task

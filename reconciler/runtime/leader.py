@@ -5,9 +5,13 @@ Expiry is never judged by comparing another host's ``renewTime`` with our clock:
 someone else counts as expired only when this process has seen the same record, unchanged, for the
 whole lease duration (by its own monotonic clock). Any failure while acquiring (a dropped connection,
 a timeout, a Lease that cannot be read) means "not acquired, try again": only a successful write of a
-record naming us makes this process the leader. ``release`` hands the Lease back on shutdown so that a
-successor takes over at once. The elector should have an API client of its own, so that its requests
-never wait behind the bulk writes of the controller.
+record naming us makes this process the leader. One failure is fatal: a Lease refused (401/403) before
+any request for it was allowed, a misconfiguration (``--lock-namespace`` outside the namespace of the
+Role that grants leases) raised as ``LeaseRefusedError``. Refusals after an allowed request (the Role
+deleted) are retried, and ``problem`` reports them once they have lasted a lease duration, so that
+``/healthz`` fails. ``release`` hands the Lease back on shutdown so that a successor takes over at once.
+The elector should have an API client of its own, so that its requests never wait behind the bulk writes
+of the controller.
 """
 
 from __future__ import annotations
@@ -22,12 +26,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from reconciler.runtime.client import ApiError, KubeClient
+from reconciler.runtime.client import ApiError, KubeClient, StartupError
 from reconciler.runtime.resources import LEASES
 from shared.jsondict import JSONDict
 
 logger = logging.getLogger("reconciler.leader")
 JITTER = 1.2  # client-go's JitterFactor for the acquire loop
+REFUSED = (401, 403)
+
+
+class LeaseRefusedError(StartupError):
+    """The API server refuses this process its Lease, and never allowed it: the RBAC or the flags are wrong."""
+
+    def __init__(self, namespace: str, name: str, error: ApiError) -> None:
+        super().__init__(
+            f"leader election: the API server refused the Lease {namespace}/{name} ({error.status} {error.reason}: "
+            f"{' '.join(error.message.split())}); deploy/rbac grants get, create and update on leases only in the "
+            f"operator's namespace (Role mpi-operator-leader-election): set --lock-namespace to that namespace, "
+            f"or grant those verbs on leases in {namespace}")
 
 
 def _micro_now() -> str:
@@ -74,6 +90,9 @@ class LeaderElector:
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
         self._reported_holder = ""
+        self._allowed = False  # some request for the Lease was allowed: later refusals are not fatal
+        self._refused_since: float | None = None  # the first of the refusals since the last allowed request
+        self._refusal = ""
 
     def _spec(self, acquire_time: str, transitions: int) -> JSONDict:
         return {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
@@ -131,17 +150,29 @@ class LeaderElector:
         return True
 
     async def _attempt(self, budget: float) -> bool:
-        """``try_acquire_or_renew`` bounded by ``budget`` seconds; every failure is logged and counts as False."""
+        """``try_acquire_or_renew`` bounded by ``budget`` seconds; every failure is logged and counts as False,
+        but for a refusal (401/403) before any allowed request: LeaseRefusedError."""
         try:
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that arrives
             # as the inner call completes, and the acquire loop would then never stop.
             async with asyncio.timeout(max(budget, 0.001)):
-                return await self.try_acquire_or_renew()
+                acquired = await self.try_acquire_or_renew()
         except asyncio.CancelledError:
             raise
         except Exception as error:  # a timeout, a dropped connection, a refusal: not acquired
+            if isinstance(error, ApiError) and error.status in REFUSED:
+                self._refused(error)
             logger.warning("lease attempt failed", extra={"kv": {"lease": self.name, "error": repr(error)}})
             return False
+        self._allowed, self._refused_since = True, None
+        return acquired
+
+    def _refused(self, error: ApiError) -> None:
+        if not self._allowed:
+            raise LeaseRefusedError(self.namespace, self.name, error) from None
+        if self._refused_since is None:
+            self._refused_since = self.clock()
+        self._refusal = f"{error.status} {error.reason}"
 
     async def acquire(self) -> None:
         """Wait until this process holds the Lease."""
@@ -191,9 +222,15 @@ class LeaderElector:
             logger.warning("lease release failed", extra={"kv": {"lease": self.name, "error": repr(error)}})
 
     def problem(self) -> str | None:
-        """Why this process should not be considered healthy as a leader, or None."""
+        """Why this process should not be considered healthy, or None: its Lease refused for a lease duration
+        (leading or not), leadership lost, or renewals stalled. A standby that is allowed its Lease is healthy."""
+        if self._refused_since is not None and self.clock() - self._refused_since >= self.lease_duration:
+            return (f"lease {self.namespace}/{self.name} refused ({self._refusal}) for "
+                    f"{self.clock() - self._refused_since:.0f} s: check the RBAC for leases in {self.namespace}")
+        if self.last_renewal is None:
+            return None  # a standby
         if not self.leading.is_set():
             return "leadership lost"
-        if self.last_renewal is not None and self.clock() - self.last_renewal > self.lease_duration:
+        if self.clock() - self.last_renewal > self.lease_duration:
             return f"lease not renewed for {self.clock() - self.last_renewal:.0f} s"
         return None

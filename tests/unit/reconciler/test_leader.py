@@ -13,8 +13,8 @@ from typing import Any, cast
 import aiohttp
 import pytest
 
-from reconciler.runtime.client import ApiError, KubeClient
-from reconciler.runtime.leader import LeaderElector, LeaseRecord
+from reconciler.runtime.client import ApiError, KubeClient, StartupError
+from reconciler.runtime.leader import LeaderElector, LeaseRecord, LeaseRefusedError
 from shared.jsondict import JSONDict
 
 PATH = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/mpi-operator"
@@ -236,3 +236,86 @@ async def test_health_problem_when_renewals_stall() -> None:
     assert candidate.problem() is None
     clock.now += 16
     assert candidate.problem() == "lease not renewed for 16 s"
+
+
+FORBIDDEN = ApiError(403, "Forbidden", 'leases.coordination.k8s.io "mpi-operator" is forbidden: User "u" cannot get '
+                                       'resource "leases" in API group "coordination.k8s.io" in the namespace "ns"')
+UNAUTHORIZED = ApiError(401, "Unauthorized", "Unauthorized")
+
+
+@pytest.mark.parametrize(("failures", "status"), [
+    pytest.param([FORBIDDEN], "403 Forbidden", id="get forbidden"),
+    pytest.param([UNAUTHORIZED], "401 Unauthorized", id="unauthorized"),
+    pytest.param([ApiError(404, "NotFound", "not found"), FORBIDDEN], "403 Forbidden", id="create forbidden"),
+    pytest.param([ApiError(503, "ServiceUnavailable", "starting"), FORBIDDEN], "403 Forbidden",
+                 id="forbidden after an outage"),
+])
+async def test_a_lease_refused_before_any_request_was_allowed_is_fatal(
+        failures: list[BaseException], status: str) -> None:
+    """A Lease the RBAC never allowed is a misconfiguration (--lock-namespace outside the Role's namespace):
+    one clear error at start-up, not a healthy-looking process that retries forever."""
+    api, clock = FakeLeases(), Clock()
+    api.failures = list(failures)
+    with pytest.raises(LeaseRefusedError) as raised:
+        await asyncio.wait_for(elector(api, clock).acquire(), 5)
+    message = str(raised.value)
+    assert "\n" not in message
+    for part in ("ns/mpi-operator", status, "--lock-namespace", "deploy/rbac"):
+        assert part in message
+    assert isinstance(raised.value, StartupError)
+
+
+async def test_a_refusal_after_an_allowed_request_fails_health_after_one_lease_duration() -> None:
+    """A standby whose Lease requests were allowed and are now refused (its Role deleted) keeps trying, and
+    /healthz fails once the refusals have lasted a whole lease duration: the kubelet restarts it, visibly."""
+    api, clock = FakeLeases(), Clock()
+    api.stored(other_holder())
+    candidate = elector(api, clock)
+    assert await candidate._attempt(1) is False  # allowed: the Lease is someone else's
+    assert candidate.problem() is None, "a standby is healthy"
+    api.failures = [FORBIDDEN] * 1000
+    acquiring = asyncio.create_task(candidate.acquire())
+    try:
+        await refused(api)
+        clock.now += 14.9
+        assert candidate.problem() is None
+        clock.now += 0.2
+        assert candidate.problem() == ("lease ns/mpi-operator refused (403 Forbidden) for 15 s: "
+                                       "check the RBAC for leases in ns")
+        assert not acquiring.done(), "a refusal after an allowed request is retried"
+    finally:
+        acquiring.cancel()
+
+
+async def test_an_allowed_request_ends_the_refusals() -> None:
+    api, clock = FakeLeases(), Clock()
+    api.stored(other_holder())
+    candidate = elector(api, clock)
+    assert await candidate._attempt(1) is False
+    api.failures = [FORBIDDEN]
+    assert await candidate._attempt(1) is False
+    clock.now += 10
+    assert await candidate._attempt(1) is False  # allowed again (the Role restored)
+    clock.now += 10
+    assert candidate.problem() is None
+
+
+async def test_other_failures_are_not_refusals() -> None:
+    api, clock = FakeLeases(), Clock()
+    api.stored(other_holder())
+    candidate = elector(api, clock)
+    assert await candidate._attempt(1) is False
+    api.failures = [ApiError(500, "InternalError", "etcd"), aiohttp.ServerDisconnectedError()] * 10
+    for _ in range(20):
+        assert await candidate._attempt(1) is False
+        clock.now += 1
+    assert candidate.problem() is None, "outages are not the health check's business"
+
+
+async def refused(api: FakeLeases) -> None:
+    """Until the fake has refused at least two requests."""
+    async def two() -> None:
+        while 1000 - len(api.failures) < 2:  # noqa: ASYNC110  (the fake has no event to wait on)
+            await asyncio.sleep(0.005)
+
+    await asyncio.wait_for(two(), 5)

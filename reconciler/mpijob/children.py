@@ -10,7 +10,7 @@ from reconciler.mpijob import builders
 from reconciler.mpijob.caches import slim_job
 from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.objects import create_or_get, ensure_controlled, get_or_create
-from reconciler.mpijob.status import Event, phase
+from reconciler.mpijob.status import Event, launcher_done, phase
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.resources import CONFIG_MAPS, JOBS, SECRETS, SERVICES, Resource, is_controlled_by, meta
 from shared.api import constants as c
@@ -121,6 +121,20 @@ async def sync_launcher_suspension(ctx: JobContext, launcher: JSONDict) -> JSOND
         updated = await ctx.cluster.replace(JOBS, builders.sync_scheduling_directives(current, desired_template))
         return slim_job(updated) or launcher
     return launcher
+
+
+async def stop_launcher(ctx: JobContext, launcher: JSONDict | None) -> JSONDict | None:
+    """The launcher Job of a job that ended before its launcher did (its workers were evicted) is suspended: the Job
+    controller deletes its pods, so ``mpirun`` stops instead of running on against released workers, and the Job
+    (and its pods' history) is kept. A launcher that finished, or is already suspended, is left as it is."""
+    if launcher is None or launcher_done(launcher) or (launcher.get("spec") or {}).get("suspend"):
+        return launcher
+    patched = await ctx.cluster.patch(JOBS, ctx.namespace, meta(launcher)["name"], {"spec": {"suspend": True}})
+    return slim_job(patched) or launcher
+
+
+def cached_launcher(ctx: JobContext) -> JSONDict | None:
+    return ctx.caches.jobs.get(ctx.namespace, names.launcher_name(ctx.name))
 
 
 def launcher_pods(ctx: JobContext, launcher: JSONDict | None) -> list[JSONDict]:

@@ -2,7 +2,8 @@
 
 Mirrors upstream's ``updateMPIJobStatus`` and condition semantics (spec/controller.md section 3) with
 two deliberate changes: events and counters fire once per transition, not on every sync (upstream
-quirk 2), and an eviction sets ``completionTime`` so that cleanup runs for it too (upstream quirk 3).
+quirk 2), and an eviction ends the job: it sets ``completionTime`` (upstream quirk 3), so the sync that
+declares it Failed stops the launcher and cleanup follows (sync.py).
 """
 
 from __future__ import annotations
@@ -172,9 +173,19 @@ def _launcher(status: JSONDict, namespace: str, name: str, seen: Observed, now: 
             update.events.append(Event("Warning", reason, message))
             update.failed = True
     else:
-        active = sum(phase(p) == "Running" for p in seen.launcher_pods)
-        if active:
-            replica["active"] = active
+        status["replicaStatuses"][c.LAUNCHER] = unfinished_launcher_status(launcher, seen.launcher_pods)
+
+
+def unfinished_launcher_status(launcher: JSONDict, launcher_pods: list[JSONDict]) -> JSONDict:
+    """The Launcher entry of a launcher Job that has not finished: its failed pods and its Running ones."""
+    replica: JSONDict = {}
+    failed = int((launcher.get("status") or {}).get("failed") or 0)
+    if failed:
+        replica["failed"] = failed
+    active = sum(phase(p) == "Running" for p in launcher_pods)
+    if active:
+        replica["active"] = active
+    return replica
 
 
 def failure_reason(namespace: str, name: str, condition: JSONDict, launcher_pods: list[JSONDict]) -> tuple[str, str]:

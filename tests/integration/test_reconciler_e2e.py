@@ -40,6 +40,26 @@ LAUNCHER_ENV = {
 }
 
 
+def job_event(jobs: Jobs, job: str, kind: str, reason: str, message: str) -> dict[str, Any]:
+    """The fields of an event on the MPIJob ``job`` that upstream's integration tests match (its ``eventForJob``):
+    type, reason, source and reporting component, and the whole object reference (less its resourceVersion,
+    which is whichever version the reconciler had read); the message too, which is upstream's byte for byte."""
+    stored = jobs.get(job)["metadata"]
+    return {"type": kind, "reason": reason, "message": message, "source": {"component": "mpi-job-controller"},
+            "reportingComponent": "mpi-job-controller", "namespace": jobs.ns, "involvedObject": {
+                "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "namespace": jobs.ns, "name": job,
+                "uid": stored["uid"]}}
+
+
+def event_fields(event: dict[str, Any]) -> dict[str, Any]:
+    """The fields ``job_event`` names, from an Event the API server holds."""
+    reference = dict(event["involvedObject"])
+    assert reference.pop("resourceVersion", "").isdigit(), event["involvedObject"]
+    return {"type": event["type"], "reason": event["reason"], "message": event["message"],
+            "source": event["source"], "reportingComponent": event["reportingComponent"],
+            "namespace": event["metadata"]["namespace"], "involvedObject": reference}
+
+
 def hostfile(job: str, ns: str, workers: int, implementation: str, launcher: bool = False) -> str:
     hosts = ([f"{job}-launcher"] if launcher else []) + [f"{job}-worker-{i}" for i in range(workers)]
     sep = " slots=" if implementation == "OpenMPI" else ":"
@@ -82,8 +102,10 @@ def test_mpijob_succeeds(jobs: Jobs, implementation: str) -> None:
         "type": "WorkersReady", "status": "False", "reason": "MPIJobFinished",
         "message": "MPIJob finished: workers are released"}
     jobs.wait_workers("pi", 0)  # cleanPodPolicy Running
-    reasons = [e["reason"] for e in jobs.events("pi")]
-    assert reasons == ["MPIJobCreated", "MPIJobRunning", "MPIJobSucceeded"], reasons  # upstream's, no more
+    assert [event_fields(e) for e in jobs.events("pi")] == [  # upstream's, no more
+        job_event(jobs, "pi", "Normal", "MPIJobCreated", f"MPIJob {jobs.ns}/pi is created."),
+        job_event(jobs, "pi", "Normal", "MPIJobRunning", f"MPIJob {jobs.ns}/pi is running"),
+        job_event(jobs, "pi", "Normal", "MPIJobSucceeded", f"MPIJob {jobs.ns}/pi successfully completed.")]
 
 
 def test_launcher_failure_fails_the_job_with_the_pod_reason(jobs: Jobs) -> None:
@@ -99,7 +121,8 @@ def test_launcher_failure_fails_the_job_with_the_pod_reason(jobs: Jobs) -> None:
     assert status["replicaStatuses"]["Launcher"] == {"failed": 1}
     assert status["completionTime"]
     jobs.wait_workers("pi", 0)
-    assert [e["reason"] for e in jobs.events("pi")][-1] == "BackoffLimitExceeded/OOMKilled"
+    assert event_fields(jobs.events("pi")[-1]) == job_event(jobs, "pi", "Warning", "BackoffLimitExceeded/OOMKilled",
+                                                            failed["message"])
 
 
 def test_wait_for_workers_ready(jobs: Jobs, cluster: LocalCluster) -> None:
@@ -206,10 +229,19 @@ def test_foreign_config_map_is_reported_and_nothing_runs(jobs: Jobs, cluster: Lo
     assert jobs.must("configmaps", "pi-config")["data"] == {"mine": "yes"}
 
 
-def test_mpijob_managed_externally_is_left_alone(jobs: Jobs) -> None:
-    jobs.create(mpijob("external", 2, runPolicy={"managedBy": "kueue.x-k8s.io/multikueue"}))
-    jobs.create(mpijob("sentinel", 1))
-    jobs.wait_condition("sentinel", "Created")  # the reconciler has handled the later job
+def sync_lines(reconciler: ReconcilerControl, key: str) -> list[str]:
+    """The reconciler's canonical sync lines for ``key`` (``msg=sync key=<key> outcome=... duration_ms=...``)."""
+    return [line for line in reconciler.process.log.read_text(errors="replace").splitlines()
+            if f" msg=sync key={key} " in line]
+
+
+def test_mpijob_managed_externally_is_left_alone(jobs: Jobs, reconciler: ReconcilerControl) -> None:
+    manager = "kueue.x-k8s.io/multikueue"
+    jobs.create(mpijob("external", 2, runPolicy={"managedBy": manager}))
+    key = f"{jobs.ns}/external"
+    # absence, proven by the job's own sync: the reconciler has seen it and decided to leave it alone
+    lines = until(lambda: sync_lines(reconciler, key) or None, timeout=30, what=f"a sync of {key}")
+    assert all(f' msg=sync key={key} outcome="managed by {manager}" ' in line for line in lines), lines
     external = jobs.get("external")
     assert "status" not in external or not external["status"]
     assert jobs.launcher("external") is None
@@ -258,3 +290,49 @@ def test_reconciler_killed_mid_creation_resumes_without_duplicates(jobs: Jobs, r
                        if (o["metadata"].get("ownerReferences") or [{}])[0].get("name") == "big")
         assert len(names) == 1, (plural, names)
     assert [e["reason"] for e in jobs.events("big")].count("MPIJobCreated") == 1
+
+
+def _finished_syncs(reconciler: ReconcilerControl, key: str) -> int:
+    """How many syncs of ``key`` the reconciler logged with the outcome "finished"."""
+    return sum(f"key={key} " in line and "outcome=finished" in line
+               for line in reconciler.process.log.read_text(errors="replace").splitlines())
+
+
+@pytest.mark.parametrize(("policy", "kept"), [("Running", 1), ("None", 2)])
+def test_an_eviction_stops_the_launcher_and_nothing_is_recreated(jobs: Jobs, reconciler: ReconcilerControl,
+                                                                 policy: str, kept: int) -> None:
+    """A worker evicted: the job is Failed (MPIJobEvicted), its launcher Job is suspended so that mpirun stops
+    (its pod is deleted), the workers are released per cleanPodPolicy, and later syncs create nothing."""
+    job = mpijob("pi", 2, launcher_labels=HANG, runPolicy={"cleanPodPolicy": policy})
+    jobs.create(job)
+    jobs.wait_condition("pi", "Running")
+    worker = jobs.must("pods", "pi-worker-1")  # evicted: the kubelet fails the pod with reason Evicted
+    jobs.cluster.rest.request("PATCH", jobs.path("pods", "pi-worker-1") + "/status", {"status": {
+        "phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory."}},
+        content_type="application/merge-patch+json")
+    failed = jobs.wait_condition("pi", "Failed")
+    assert (failed["reason"], failed["message"]) == ("MPIJobEvicted", "1/2 workers are evicted")
+    launcher = jobs.wait_launcher("pi", suspended=True, timeout=30)
+    wait_for(lambda: jobs.pods("training.kubeflow.org/job-name=pi,training.kubeflow.org/job-role=launcher") == [],
+             timeout=60, what="the launcher's pod deleted by the Job controller")
+    workers = jobs.wait_workers("pi", kept)  # Running: the running worker released, the evicted one kept
+    assert "pi-worker-1" in [p["metadata"]["name"] for p in workers]
+
+    def launcher_released() -> dict[str, Any] | None:
+        status: dict[str, Any] = jobs.get("pi")["status"]
+        return status if status["replicaStatuses"]["Launcher"] == {} else None
+
+    status = until(launcher_released, timeout=30, what="the launcher's entry without its deleted pod")
+    assert status["completionTime"] >= status["startTime"]
+    # Later syncs (an edit of the job's metadata brings one) change nothing and create nothing.
+    before = _finished_syncs(reconciler, f"{jobs.ns}/pi")
+    jobs.patch("pi", {"metadata": {"annotations": {"test.mpijob/touch": "1"}}})
+    wait_for(lambda: _finished_syncs(reconciler, f"{jobs.ns}/pi") > before, timeout=30,
+             what="a sync of the finished job")
+    assert jobs.get("pi")["status"] == status
+    assert jobs.must("jobs", "pi-launcher", "batch/v1")["metadata"]["uid"] == launcher["metadata"]["uid"]
+    assert jobs.must("jobs", "pi-launcher", "batch/v1")["spec"]["suspend"] is True
+    assert [p["metadata"]["uid"] for p in jobs.workers("pi")] == [p["metadata"]["uid"] for p in workers]
+    assert worker["metadata"]["uid"] in [p["metadata"]["uid"] for p in workers]
+    reasons = [e["reason"] for e in jobs.events("pi")]
+    assert reasons == ["MPIJobCreated", "MPIJobRunning", "MPIJobEvicted"], reasons

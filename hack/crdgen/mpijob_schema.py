@@ -156,6 +156,9 @@ def status_schema(conv: Converter) -> Schema:
                 format="date-time"),
             "completionTime": field("string", "When the job finished.", format="date-time"),
             "lastReconcileTime": field("string", "Not set by the controller.", format="date-time"),
+            "readyWorkers": field(
+                "string", "Ready worker pods out of the requested, e.g. 2/8 (this operator's; the WorkersReady "
+                          "condition says why the others are not ready). Updated with the condition."),
         },
     )
 
@@ -198,11 +201,14 @@ PRINTER_COLUMNS: list[Schema] = [
      "name": "State", "type": "string"},
     {"description": "Number of worker pods", "jsonPath": ".spec.mpiReplicaSpecs.Worker.replicas",
      "name": "Workers", "type": "integer"},
-    {"description": "Whether every worker is ready and, if not, why (the WorkersReady condition)",
-     "jsonPath": '.status.conditions[?(@.type=="WorkersReady")].message', "name": "Ready", "type": "string"},
+    {"description": "Ready workers out of the requested (kubectl describe shows why in the WorkersReady condition)",
+     "jsonPath": ".status.readyWorkers", "name": "Ready", "type": "string"},
     {"description": "MPI implementation", "jsonPath": ".spec.mpiImplementation", "name": "Implementation",
      "priority": 1, "type": "string"},
     {"description": "MPI slots per worker", "jsonPath": ".spec.slotsPerWorker", "name": "Slots",
      "priority": 1, "type": "integer"},
+    {"description": "Why workers are not ready (the WorkersReady condition's reason)",
+     "jsonPath": '.status.conditions[?(@.type=="WorkersReady")].reason', "name": "Workers-Reason", "priority": 1,
+     "type": "string"},
     {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
 ]

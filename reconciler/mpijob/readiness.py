@@ -7,7 +7,12 @@ counts: ``3/8 workers pending: 0/4 nodes are available: 4 Insufficient nvidia.co
 
 Writes stay rare: only a change of the cause (its reason, or the text of an error cause), of the status,
 and the final all-ready are written at once, with one event. A change of the counts alone, or between
-the two generic "starting" causes, is only carried along when the status is written anyway.
+the generic "starting" causes, is only carried along when the status is written anyway.
+
+What the condition remembers is in its reason, never parsed back from its message: workers that start
+again after an error or after being ready are ``WorkersRecovering`` (not ``WorkersStarting`` or
+``ContainerCreating``) until they are all ready, so that all-ready is news (an event), also after a restart.
+``status.readyWorkers`` (``2/8``, the ``Ready`` printer column) counts the ready workers.
 """
 
 from __future__ import annotations
@@ -20,14 +25,15 @@ from reconciler.mpijob.status import Event, find_condition, is_finished, is_pod_
 from shared.api import constants as c
 from shared.jsondict import JSONDict
 
-GENERIC = frozenset({c.REASON_WORKERS_STARTING, c.REASON_CONTAINER_CREATING})  # progress, not news
+FIRST_START = frozenset({c.REASON_WORKERS_STARTING, c.REASON_CONTAINER_CREATING})
+GENERIC = FIRST_START | {c.REASON_WORKERS_RECOVERING}  # progress, not news
+READY_WORKERS = "readyWorkers"  # status field: ready workers out of the replicas, e.g. "2/8" (the Ready column)
 RELEASED = frozenset({c.REASON_SUSPENDED, c.REASON_FINISHED})  # upstream's own events say these
 _SCHEDULER = frozenset({c.REASON_UNSCHEDULABLE, "SchedulerError"})  # PodScheduled=False reasons but the gate
 _CREATING = frozenset({c.REASON_CONTAINER_CREATING, c.REASON_POD_INITIALIZING})
 _COUNTS = re.compile(r"^\d+/\d+ workers (?:pending|ready)(?:: )?")
 _WORKER_NAME = re.compile(r"-worker-\d+\b")
 _IDENTITY_LENGTH = 900  # a cause is the same when its text agrees this far (truncation cuts the rest)
-_AFTER = re.compile(r" \(after \w+\)$")  # a generic cause that follows an error or readiness says so
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ def assess(workers: list[JSONDict], replicas: int, *, create_error: str | None =
 
     ``create_error`` is the API's message when it refused a worker create; ``launcher_waits`` says the
     launcher is not created until every worker is ready (launcherCreationPolicy WaitForWorkersReady)."""
-    ready = sum(phase(p) == "Running" and is_pod_ready(p) for p in workers)
+    ready = count_ready(workers)
     if ready >= replicas and create_error is None:
         return Readiness(c.CONDITION_TRUE, c.REASON_WORKERS_READY, f"{replicas}/{replicas} workers ready")
     causes = [_pod_cause(p) for p in workers if not (phase(p) == "Running" and is_pod_ready(p))]
@@ -90,6 +96,10 @@ def assess(workers: list[JSONDict], replicas: int, *, create_error: str | None =
     if launcher_waits:
         message += " (the launcher waits for every worker to be ready)"
     return Readiness(c.CONDITION_FALSE, reason, truncate(message), warning=best <= 2)
+
+
+def count_ready(workers: list[JSONDict]) -> int:
+    return sum(phase(p) == "Running" and is_pod_ready(p) for p in workers)
 
 
 def released(suspended: bool, clean_pod_policy: str) -> Readiness:
@@ -115,10 +125,8 @@ def _changed(old: JSONDict | None, new: Readiness) -> bool:
 
 def _first_start(old: JSONDict | None) -> bool:
     """Whether the workers are starting for the first time (after creation or a resume): no condition yet, a
-    released one, or a generic cause that followed neither an error nor readiness (no ``(after ...)``)."""
-    if old is None or old.get("reason") in RELEASED:
-        return True
-    return old.get("reason") in GENERIC and not _AFTER.search(str(old.get("message") or ""))
+    released one, or a generic cause that followed neither an error nor readiness."""
+    return old is None or old.get("reason") in RELEASED or old.get("reason") in FIRST_START
 
 
 def _event(old: JSONDict | None, new: Readiness) -> Event | None:
@@ -133,15 +141,11 @@ def _event(old: JSONDict | None, new: Readiness) -> Event | None:
 
 
 def _with_history(old: JSONDict | None, new: Readiness) -> Readiness:
-    """A generic cause that follows an error or readiness ends with ``(after <reason>)``, kept while the
-    workers stay in generic causes: that is how a later all-ready knows it is news (it gets its event)."""
-    if old is None or new.reason not in GENERIC or _first_start(old):
+    """A generic cause that follows an error or readiness is ``WorkersRecovering``, kept while the workers stay
+    in generic causes: that is how a later all-ready knows it is news (it gets its event)."""
+    if new.reason not in GENERIC or _first_start(old):
         return new
-    reason = str(old.get("reason") or "")
-    if reason in GENERIC:
-        marker = _AFTER.search(str(old.get("message") or ""))
-        return replace(new, message=new.message + marker.group(0)) if marker else new
-    return replace(new, message=f"{new.message} (after {reason})")
+    return replace(new, reason=c.REASON_WORKERS_RECOVERING)
 
 
 def set_workers_ready(status: JSONDict, new: Readiness, now: str) -> tuple[Event | None, JSONDict | None]:
@@ -178,15 +182,43 @@ class WorkersSeen:
     create_error: str | None = None
 
 
-def update_workers_ready(status: JSONDict, seen: WorkersSeen, now: str) -> tuple[list[Event], JSONDict | None]:
-    """Set the condition in ``status`` (see ``set_workers_ready``): its events, and the condition to write if the
-    status is written anyway. A job without workers gets no condition (unless it had workers before)."""
+@dataclass(frozen=True)
+class CarriedAlong:
+    """The up-to-date condition and ready count, written only along with another change of the status."""
+
+    condition: JSONDict | None
+    ready_workers: str | None
+
+    def apply(self, status: JSONDict) -> None:
+        if self.condition is not None:
+            put_first(status, self.condition)
+        if self.ready_workers is not None:
+            status[READY_WORKERS] = self.ready_workers
+
+
+def update_workers_ready(status: JSONDict, seen: WorkersSeen, now: str) -> tuple[list[Event], CarriedAlong | None]:
+    """Set the condition in ``status`` (see ``set_workers_ready``) and, when the condition changed, the ready count:
+    its events, and what to write if the status is written anyway. A job without workers gets neither (unless it
+    had workers before)."""
     if not seen.replicas and find_condition(status, c.CONDITION_WORKERS_READY) is None:
         return [], None
+    ready: int | None = 0
     if is_finished(status) or seen.suspended:
-        readiness = released(seen.suspended and not is_finished(status), seen.clean_pod_policy)
+        suspended = seen.suspended and not is_finished(status)
+        readiness = released(suspended, seen.clean_pod_policy)
+        if not suspended and seen.clean_pod_policy == c.CLEAN_POD_POLICY_NONE:
+            ready = None  # the workers are kept: their last count stays
     else:
         readiness = assess(seen.workers, seen.replicas, create_error=seen.create_error,
                            launcher_waits=seen.launcher_waits)
+        ready = min(count_ready(seen.workers), seen.replicas)
+    old = find_condition(status, c.CONDITION_WORKERS_READY)
+    written = _changed(old, _with_history(old, readiness))
     event, refresh = set_workers_ready(status, readiness, now)
-    return ([event] if event is not None else []), refresh
+    count = f"{ready}/{seen.replicas}" if ready is not None else None
+    if written and count is not None:
+        status[READY_WORKERS] = count
+    elif count == status.get(READY_WORKERS):
+        count = None
+    carried = CarriedAlong(refresh, count) if refresh is not None or count is not None else None
+    return ([event] if event is not None else []), carried

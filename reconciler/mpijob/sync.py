@@ -20,7 +20,7 @@ from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import Cluster, record_events
 from reconciler.mpijob.context import JobContext, ResourceExistsError, Settings
 from reconciler.mpijob.metrics import OperatorMetrics
-from reconciler.mpijob.readiness import WorkersSeen, put_first, update_workers_ready
+from reconciler.mpijob.readiness import CarriedAlong, WorkersSeen, update_workers_ready
 from reconciler.mpijob.resources import MPIJOBS
 from reconciler.mpijob.sshkeys import SSHKeyPair
 from reconciler.mpijob.status import (
@@ -32,6 +32,7 @@ from reconciler.mpijob.status import (
     launcher_done,
     set_condition,
     truncate,
+    unfinished_launcher_status,
 )
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.expectations import Expectations
@@ -98,6 +99,7 @@ class Reconciler:
         before = ctx.cached.get("status") or {}
         status, events = _with_created_condition(ctx, before)
         if is_finished(status) and status.get("completionTime"):
+            await self._stop_launcher(ctx, status)
             if ctx.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING):
                 await self._clean_up(ctx)
                 status.setdefault("replicaStatuses", {})[c.WORKER] = {}
@@ -119,9 +121,11 @@ class Reconciler:
             await self._clean_up(ctx)
         seen = Observed(launcher, children.launcher_pods(ctx, launcher), worker_pods, ctx.suspended)
         status, update = compute_status(ctx.namespace, ctx.name, status, seen, ctx.now)
-        ready_events, refresh = _workers_ready(ctx, status, worker_pods, launcher_waits=launcher is None)
-        if gone := await self._write_status(ctx, before, status, events + ready_events + update.events, refresh):
+        ready_events, carried = _workers_ready(ctx, status, worker_pods, launcher_waits=launcher is None)
+        if gone := await self._write_status(ctx, before, status, events + ready_events + update.events, carried):
             return gone
+        if is_finished(status) and not launcher_done(launcher):  # evicted workers ended the job
+            await children.stop_launcher(ctx, launcher)
         if launcher is not None:
             self.metrics.job_info.labels(launcher["metadata"]["name"], ctx.namespace).set(1)
         self.metrics.count(update)
@@ -145,6 +149,17 @@ class Reconciler:
             launcher = await children.sync_launcher_suspension(ctx, launcher)
         return launcher, worker_pods
 
+    @staticmethod
+    async def _stop_launcher(ctx: JobContext, status: JSONDict) -> None:
+        """A finished job whose launcher has not finished (evicted workers ended it): the launcher is stopped (again,
+        if the sync that ended the job was interrupted before), and its entry counts the pods it still has."""
+        launcher = children.cached_launcher(ctx)
+        if launcher is None or launcher_done(launcher):
+            return
+        launcher = await children.stop_launcher(ctx, launcher)
+        entry = unfinished_launcher_status(launcher or {}, children.launcher_pods(ctx, launcher))
+        status.setdefault("replicaStatuses", {})[c.LAUNCHER] = entry
+
     async def _clean_up(self, ctx: JobContext) -> None:
         """Workers per cleanPodPolicy, and the PodGroup (finished or suspended jobs)."""
         await workers.clean_up(ctx)
@@ -164,16 +179,16 @@ class Reconciler:
             logger.info("status not written", extra={"kv": {"key": ctx.key, "error": str(error)}})
 
     async def _write_status(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event],
-                            refresh: JSONDict | None = None) -> str:
+                            carried: CarriedAlong | None = None) -> str:
         """One status write, only on change, with the resourceVersion read (a conflict is retried); a change of
-        worker counts alone is spaced out by the settler. ``refresh`` is the up-to-date WorkersReady condition,
-        written only along with another change. Returns "deleted" when the job is gone, else ""."""
+        worker counts alone is spaced out by the settler. ``carried`` is the up-to-date WorkersReady condition and ready
+        count, written only along with another change. Returns "deleted" when the job is gone, else ""."""
         if status != before:
             progress_only = _without_counts(status) == _without_counts(before)
             if progress_only and self.settler.postpone(ctx.key, ctx.uid, "status"):
                 return ""
-            if refresh is not None:
-                put_first(status, refresh)
+            if carried is not None:
+                carried.apply(status)
             try:
                 await self.cluster.replace_status(MPIJOBS, {**ctx.cached, "status": status})
             except ApiError as error:
@@ -198,7 +213,7 @@ def _with_created_condition(ctx: JobContext, status: JSONDict) -> tuple[JSONDict
 
 
 def _workers_ready(ctx: JobContext, status: JSONDict, worker_pods: list[JSONDict], *, launcher_waits: bool = False,
-                   create_error: str | None = None) -> tuple[list[Event], JSONDict | None]:
+                   create_error: str | None = None) -> tuple[list[Event], CarriedAlong | None]:
     """The WorkersReady condition set in ``status`` (readiness.py): its events, and the condition to write along."""
     seen = WorkersSeen(worker_pods, ctx.worker_replicas, suspended=ctx.suspended, clean_pod_policy=ctx.clean_pod_policy,
                        launcher_waits=launcher_waits and not ctx.launcher_at_startup, create_error=create_error)

@@ -84,6 +84,7 @@ REASON_WORKER_FAILED: Final = "WorkerFailed"
 REASON_CONTAINER_CREATING: Final = "ContainerCreating"
 REASON_POD_INITIALIZING: Final = "PodInitializing"
 REASON_WORKERS_STARTING: Final = "WorkersStarting"
+REASON_WORKERS_RECOVERING: Final = "WorkersRecovering"  # starting again after an error or after being ready
 REASON_FINISHED: Final = "MPIJobFinished"
 
 # Labels.

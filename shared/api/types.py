@@ -96,6 +96,7 @@ class JobStatus(_Model):
     start_time: str | None = None
     completion_time: str | None = None
     last_reconcile_time: str | None = None
+    ready_workers: str | None = None  # this operator's: "2/8", the Ready printer column
 
 
 class MPIJob(_Model):

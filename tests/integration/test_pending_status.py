@@ -62,9 +62,9 @@ def events(jobs: Jobs, job: str, reason: str) -> list[JSON]:
     return [e for e in jobs.events(job) if e["reason"] == reason]
 
 
-def mpij_row(cluster: LocalCluster, jobs: Jobs, job: str) -> tuple[list[str], str]:
+def mpij_row(cluster: LocalCluster, jobs: Jobs, job: str, *flags: str) -> tuple[list[str], str]:
     """``kubectl get mpij <job>``: the header's column names and the job's row."""
-    lines = cluster.kubectl("-n", jobs.ns, "get", "mpij", job, check=True).stdout.splitlines()
+    lines = cluster.kubectl("-n", jobs.ns, "get", "mpij", job, *flags, check=True).stdout.splitlines()
     return lines[0].split(), lines[1]
 
 
@@ -90,8 +90,12 @@ def test_unschedulable_workers_say_why_until_capacity_appears(jobs: Jobs, cluste
     until(lambda: events(jobs, "pi", "Unschedulable") or None, timeout=30, what="the Unschedulable event")
     header, row = mpij_row(cluster, jobs, "pi")
     assert header == ["NAME", "STATE", "WORKERS", "READY", "AGE"]
-    assert row.split()[1:3] == ["Created", "2"]
-    assert condition["message"] in row
+    assert row.split()[:4] == ["pi", "Created", "2", "0/2"]
+    header, row = mpij_row(cluster, jobs, "pi", "-o", "wide")
+    assert header == ["NAME", "STATE", "WORKERS", "READY", "IMPLEMENTATION", "SLOTS", "WORKERS-REASON", "AGE"]
+    assert row.split()[:7] == ["pi", "Created", "2", "0/2", "OpenMPI", "1", "Unschedulable"]
+    describe = cluster.kubectl("-n", jobs.ns, "describe", "mpij", "pi", check=True).stdout
+    assert condition["message"][:60] in describe, "describe shows why"
     assert jobs.launcher("pi") is None, "WaitForWorkersReady: no launcher while workers are pending"
 
     add_node(cluster, gpu_node)
@@ -101,8 +105,7 @@ def test_unschedulable_workers_say_why_until_capacity_appears(jobs: Jobs, cluste
     jobs.wait_condition("pi", "Running")
     assert {p["spec"]["nodeName"] for p in jobs.workers("pi")} == {gpu_node}
     header, row = mpij_row(cluster, jobs, "pi")
-    assert row.split()[1:3] == ["Running", "2"]
-    assert "2/2 workers ready" in row
+    assert row.split()[:4] == ["pi", "Running", "2", "2/2"]
     status = jobs.get("pi")["status"]
     assert [c["type"] for c in status["conditions"]] == ["WorkersReady", "Created", "Running"]
     unschedulable = events(jobs, "pi", "Unschedulable")
@@ -134,8 +137,8 @@ def test_refused_creates_say_why_once(jobs: Jobs, cluster: LocalCluster) -> None
     api_says = {e["message"].removeprefix("worker pod created failed: 403 Forbidden: ") for e in failed}
     assert refusal in api_says, "the condition carries the API's own message"
     header, row = mpij_row(cluster, jobs, "pi")
-    assert "READY" in header
-    assert condition["message"] in row
+    assert header == ["NAME", "STATE", "WORKERS", "READY", "AGE"]
+    assert re.fullmatch(r"[0-4]/4", row.split()[3]), row
 
     cluster.rest.request("DELETE", quota)
     ready = workers_ready(jobs, "pi", "WorkersReady")

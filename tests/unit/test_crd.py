@@ -137,9 +137,13 @@ def test_printer_columns(crd: Schema) -> None:
     assert columns["Implementation"]["jsonPath"] == ".spec.mpiImplementation"
     assert columns["Implementation"]["priority"] == 1
     assert columns["Ready"] == {
-        "description": "Whether every worker is ready and, if not, why (the WorkersReady condition)",
-        "jsonPath": '.status.conditions[?(@.type=="WorkersReady")].message', "name": "Ready", "type": "string"}
-    assert list(columns) == ["State", "Workers", "Ready", "Implementation", "Slots", "Age"]
+        "description": "Ready workers out of the requested (kubectl describe shows why in the WorkersReady condition)",
+        "jsonPath": ".status.readyWorkers", "name": "Ready", "type": "string"}
+    assert columns["Workers-Reason"] == {
+        "description": "Why workers are not ready (the WorkersReady condition's reason)",
+        "jsonPath": '.status.conditions[?(@.type=="WorkersReady")].reason', "name": "Workers-Reason", "priority": 1,
+        "type": "string"}
+    assert list(columns) == ["State", "Workers", "Ready", "Implementation", "Slots", "Workers-Reason", "Age"]
 
 
 @pytest.mark.parametrize(
@@ -217,7 +221,7 @@ def test_mpijob_fields_are_all_declared(schema: Schema) -> None:
         "minAvailable", "queue", "minResources", "priorityClass", "scheduleTimeoutSeconds",
     }
     assert set(_at(schema, "status")["properties"]) == {
-        "conditions", "replicaStatuses", "startTime", "completionTime", "lastReconcileTime",
+        "conditions", "replicaStatuses", "startTime", "completionTime", "lastReconcileTime", "readyWorkers",
     }
     assert set(_at(schema, "status.replicaStatuses.{}")["properties"]) == {
         "active", "succeeded", "failed", "labelSelector", "selector",

@@ -196,7 +196,7 @@ async def test_all_resources_created(implementation: str) -> None:
         "startTime": EARLIER,
         "conditions": [workers_ready("False", "WorkersStarting", "5/5 workers pending: waiting to start"),
                        created_condition("foo")],
-        "replicaStatuses": {"Launcher": {}, "Worker": {}}}
+        "replicaStatuses": {"Launcher": {}, "Worker": {}}, "readyWorkers": "0/5"}
     assert world.cluster.events == [Event("Normal", "MPIJobCreated", "MPIJob default/foo is created.")]
 
 
@@ -253,7 +253,7 @@ async def test_launcher_succeeded() -> None:
              "message": "MPIJob default/test successfully completed.", "lastUpdateTime": T, "lastTransitionTime": T},
             never_running(),
         ],
-        "replicaStatuses": {"Launcher": {"succeeded": 1}, "Worker": {}},
+        "replicaStatuses": {"Launcher": {"succeeded": 1}, "Worker": {}}, "readyWorkers": "0/64",
     }
 
 
@@ -302,7 +302,7 @@ async def test_launcher_failed_takes_the_last_failed_pod_reason() -> None:
              "lastUpdateTime": T, "lastTransitionTime": T},
             never_running(),
         ],
-        "replicaStatuses": {"Launcher": {"failed": 2}, "Worker": {}},
+        "replicaStatuses": {"Launcher": {"failed": 2}, "Worker": {}}, "readyWorkers": "0/64",
     }
     assert world.cluster.events[-1] == Event("Warning", "BackoffLimitExceeded/FailedReason2",
                                              "Job has reached the specified backoff limit: second message")
@@ -349,7 +349,7 @@ async def test_create_suspended_mpijob(implementation: str) -> None:
         "conditions": [
             suspended_workers(), created_condition(), *suspended_conditions(),
         ],
-        "replicaStatuses": {"Launcher": {}, "Worker": {}},
+        "replicaStatuses": {"Launcher": {}, "Worker": {}}, "readyWorkers": "0/8",
     }
     assert [e.reason for e in world.cluster.events] == ["MPIJobCreated", "MPIJobSuspended"]
 
@@ -376,7 +376,7 @@ async def test_suspend_a_running_mpijob() -> None:
         "conditions": [
             suspended_workers(), created_condition(), *suspended_conditions(),
         ],
-        "replicaStatuses": {"Launcher": {"active": 1}, "Worker": {}},
+        "replicaStatuses": {"Launcher": {"active": 1}, "Worker": {}}, "readyWorkers": "0/8",
     }
 
 
@@ -448,7 +448,7 @@ async def test_launcher_active_worker_not_ready() -> None:
     assert world.cluster.status_written() == {
         "conditions": [workers_ready("False", "WorkersStarting", "8/8 workers pending: waiting to start"),
                        created_condition()], "startTime": EARLIER,
-        "replicaStatuses": {"Launcher": {"active": 1}, "Worker": {}}}
+        "replicaStatuses": {"Launcher": {"active": 1}, "Worker": {}}, "readyWorkers": "0/8"}
 
 
 async def test_launcher_active_workers_ready_is_running_and_says_so_once() -> None:
@@ -466,7 +466,8 @@ async def test_launcher_active_workers_ready_is_running_and_says_so_once() -> No
                        created_condition(), {
             "type": "Running", "status": "True", "reason": "MPIJobRunning",
             "message": "MPIJob default/test is running.", "lastUpdateTime": T, "lastTransitionTime": T}],
-        "startTime": EARLIER, "replicaStatuses": {"Launcher": {"active": 1}, "Worker": {"active": 8}}}
+        "startTime": EARLIER, "replicaStatuses": {"Launcher": {"active": 1}, "Worker": {"active": 8}},
+        "readyWorkers": "0/8"}
     assert world.cluster.events == [Event("Normal", "MPIJobRunning", "MPIJob default/test is running")]
     job["status"] = status
     world.cluster.given(MPIJOBS, job)
@@ -536,6 +537,55 @@ async def test_eviction_fails_the_job_and_sets_completion_time() -> None:
                                        "lastTransitionTime": T}
     assert status["completionTime"] == T
     assert status["replicaStatuses"]["Worker"] == {"active": 1, "failed": 1}
+    # The sync that declares the job Failed stops its launcher: mpirun must not run on against released workers.
+    assert world.cluster.actions[-2:] == [("update_status", "mpijobs", "test"), ("patch", "jobs", "test-launcher")]
+    assert world.cluster.writes[-1][3]["patch"] == {"spec": {"suspend": True}}
+
+
+async def test_the_syncs_after_an_eviction_clean_up_and_recreate_nothing() -> None:
+    """After the eviction's sync: cleanPodPolicy applies, the suspended launcher's pods are no longer counted,
+    nothing is created again, and a later sync writes nothing."""
+    job = new_mpijob(workers=2)
+    job["status"] = {"conditions": [created_condition()], "startTime": EARLIER}
+    world = World(job)
+    world.add_dependencies([f"test-worker-{i}" for i in range(2)])
+    world.add_workers(1, "Running")
+    evicted = builders.build_worker(defaulted(job), 1)
+    evicted["status"] = {"phase": "Failed", "reason": "Evicted"}
+    world.cluster.given(PODS, evicted)
+    world.add_launcher(pods=[{"phase": "Running"}])
+    await world.sync()
+    world.cluster.catch_up()
+    world.cluster.server[("pods", "default", "test-launcher-0")]["status"] = {"phase": "Failed"}  # deleted by Job
+    world.cluster.catch_up()
+    first = len(world.cluster.writes)
+    assert await world.sync() == "finished"
+    assert world.cluster.actions[first:] == [("delete", "pods", "test-worker-0"), ("delete", "pods", "test-worker-1"),
+                                             ("update_status", "mpijobs", "test")]
+    status = world.cluster.status_written()
+    assert status["replicaStatuses"] == {"Launcher": {}, "Worker": {}}
+    assert [(cond["type"], cond["status"], cond["reason"]) for cond in status["conditions"]] == [
+        ("WorkersReady", "False", "MPIJobFinished"), ("Created", "True", "MPIJobCreated"),
+        ("Failed", "True", "MPIJobEvicted"), ("Running", "False", "MPIJobRunning")]
+    world.cluster.catch_up()
+    second = len(world.cluster.writes)
+    assert await world.sync() == "finished"
+    assert world.cluster.actions[second:] == []
+
+
+async def test_a_launcher_left_running_by_an_interrupted_eviction_sync_is_stopped() -> None:
+    """The status says Failed (evicted) but the launcher Job was not suspended (the reconciler stopped between the
+    two writes, or the job was evicted under another version): the next sync suspends it."""
+    job = new_mpijob(workers=1)
+    job["status"] = {"conditions": [created_condition(), condition("Failed", "True", "MPIJobEvicted",
+                                                                   "1/1 workers are evicted")],
+                     "startTime": EARLIER, "completionTime": T, "replicaStatuses": {"Launcher": {"active": 1}}}
+    world = World(job)
+    world.add_dependencies()
+    world.add_launcher(pods=[{"phase": "Running"}])
+    assert await world.sync() == "finished"
+    assert world.cluster.actions == [("patch", "jobs", "test-launcher"), ("update_status", "mpijobs", "test")]
+    assert world.cluster.status_written()["replicaStatuses"] == {"Launcher": {"active": 1}, "Worker": {}}
 
 
 @pytest.mark.parametrize(("name", "spec"), [

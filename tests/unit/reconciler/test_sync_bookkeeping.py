@@ -111,7 +111,7 @@ async def test_a_hostfile_too_large_for_a_config_map_refuses_the_job_before_anyt
     assert world.cluster.status_written() == {
         "conditions": [condition("WorkersReady", "False", "MPIJobFinished", "MPIJob finished: workers are released"),
                        created_condition(), condition("Failed", "True", "ValidationError", message)],
-        "completionTime": T, "replicaStatuses": {"Worker": {}}}
+        "completionTime": T, "replicaStatuses": {"Worker": {}}, "readyWorkers": "0/30000"}
     assert world.cluster.events == [Event("Normal", "MPIJobCreated", "MPIJob default/test is created."),
                                     Event("Warning", "ValidationError", message)]
     job = huge_job(30_000)

@@ -157,19 +157,19 @@ def test_the_same_cause_with_other_counts_is_no_change_but_is_carried_along() ->
     assert set_workers_ready(status, PENDING, LATER) == (None, None), "nothing to carry: the same message"
 
 
-def test_a_start_after_an_error_says_so_while_carried_along_and_its_all_ready_is_news() -> None:
+def test_a_start_after_an_error_is_recovering_while_carried_along_and_its_all_ready_is_news() -> None:
     status: JSONDict = {"conditions": [condition("WorkersReady", "False", "Unschedulable", PENDING.message)]}
     creating = Readiness("False", "ContainerCreating", "8/8 workers pending: ContainerCreating")
-    after = "8/8 workers pending: ContainerCreating (after Unschedulable)"
-    assert set_workers_ready(status, creating, LATER) == (Event("Normal", "ContainerCreating", after), None)
-    assert status["conditions"] == [{**condition("WorkersReady", "False", "ContainerCreating", after, T),
+    assert set_workers_ready(status, creating, LATER) == (Event("Normal", "WorkersRecovering", creating.message),
+                                                          None)
+    assert status["conditions"] == [{**condition("WorkersReady", "False", "WorkersRecovering", creating.message, T),
                                      "lastUpdateTime": LATER}]
     starting = Readiness("False", "WorkersStarting", "3/8 workers pending: running, not ready yet")
     assert set_workers_ready(status, starting, LATER) == (None, {
-        "type": "WorkersReady", "status": "False", "reason": "WorkersStarting",
-        "message": "3/8 workers pending: running, not ready yet (after Unschedulable)",
-        "lastUpdateTime": LATER, "lastTransitionTime": T}), "not written, and carried along with its history"
-    assert set_workers_ready(status, creating, LATER) == (None, None), "the same message, history included"
+        "type": "WorkersReady", "status": "False", "reason": "WorkersRecovering",
+        "message": "3/8 workers pending: running, not ready yet",
+        "lastUpdateTime": LATER, "lastTransitionTime": T}), "not written, and carried along, still recovering"
+    assert set_workers_ready(status, creating, LATER) == (None, None), "the same reason and message"
     ready = Readiness("True", "WorkersReady", "8/8 workers ready")
     assert set_workers_ready(status, ready, LATER) == (Event("Normal", "WorkersReady", ready.message), None)
     assert status["conditions"] == [condition("WorkersReady", "True", "WorkersReady", ready.message, LATER)]
@@ -194,10 +194,12 @@ def test_a_new_text_of_an_error_cause_is_a_change_but_a_failed_create_of_another
      Readiness("False", "ContainerCreating", "8/8 workers pending: ContainerCreating"), "no change"),
     (("False", "Unschedulable", PENDING.message),
      Readiness("False", "WorkersStarting", "8/8 workers pending: waiting to start"),
-     Event("Normal", "WorkersStarting", "8/8 workers pending: waiting to start (after Unschedulable)")),
+     Event("Normal", "WorkersRecovering", "8/8 workers pending: waiting to start")),
     (("True", "WorkersReady", "8/8 workers ready"),
      Readiness("False", "WorkersStarting", "1/8 workers pending: running, not ready yet"),
-     Event("Normal", "WorkersStarting", "1/8 workers pending: running, not ready yet (after WorkersReady)")),
+     Event("Normal", "WorkersRecovering", "1/8 workers pending: running, not ready yet")),
+    (("False", "WorkersRecovering", "1/8 workers pending: running, not ready yet"),
+     Readiness("False", "ContainerCreating", "1/8 workers pending: ContainerCreating"), "no change"),
     (("False", "MPIJobSuspended", "MPIJob suspended: workers are released"),
      Readiness("False", "WorkersStarting", "8/8 workers pending: waiting to start"), None),
     (("False", "WorkersStarting", "8/8 workers pending: waiting to start"),
@@ -213,13 +215,14 @@ def test_a_new_text_of_an_error_cause_is_a_change_but_a_failed_create_of_another
      Readiness("True", "WorkersReady", "8/8 workers ready"), None),
     (("False", "ImagePullBackOff", "8/8 workers pending: ImagePullBackOff: pull failed"),
      Readiness("True", "WorkersReady", "8/8 workers ready"), Event("Normal", "WorkersReady", "8/8 workers ready")),
-    (("False", "ContainerCreating", "2/8 workers pending: ContainerCreating (after Unschedulable)"),
+    (("False", "WorkersRecovering", "2/8 workers pending: ContainerCreating"),
      Readiness("True", "WorkersReady", "8/8 workers ready"), Event("Normal", "WorkersReady", "8/8 workers ready")),
-    (("False", "WorkersStarting", "1/8 workers pending: running, not ready yet (after WorkersReady)"),
+    (("False", "WorkersRecovering", "1/8 workers pending: running, not ready yet"),
      Readiness("True", "WorkersReady", "8/8 workers ready"), Event("Normal", "WorkersReady", "8/8 workers ready")),
 ], ids=["first, starting", "between generic causes", "from an error to starting", "a worker lost readiness",
-        "resumed", "suspended", "finished", "gated", "ready after a plain start", "ready after a resume",
-        "ready after an error", "ready after an error, then starting", "ready again after losing it"])
+        "between causes while recovering", "resumed", "suspended", "finished", "gated", "ready after a plain start",
+        "ready after a resume", "ready after an error", "ready after an error, then starting",
+        "ready again after losing it"])
 def test_which_changes_emit_an_event(old: tuple[str, str, str] | None, new: Readiness,
                                      event: Event | str | None) -> None:
     status: JSONDict = {"conditions": [*([condition("WorkersReady", *old)] if old else []), created_condition()]}
@@ -231,7 +234,7 @@ def test_which_changes_emit_an_event(old: tuple[str, str, str] | None, new: Read
         assert status["conditions"][0] == condition("WorkersReady", *old)
     else:
         assert (got, refresh) == (event, None)
-        assert status["conditions"][0]["reason"] == new.reason
+        assert status["conditions"][0]["reason"] == (event.reason if isinstance(event, Event) else new.reason)
 
 
 def test_a_job_without_workers_gets_no_condition_and_a_finished_one_says_finished() -> None:
@@ -300,6 +303,7 @@ async def test_counts_alone_are_not_written_but_ride_along_and_all_ready_is() ->
     await world.sync()
     waits = f"3/4 workers pending: {NO_GPU} (the launcher waits for every worker to be ready)"
     assert world.cluster.status_written()["conditions"][0]["message"] == waits
+    assert world.cluster.status_written()["readyWorkers"] == "1/4", "written with the condition's change"
     written_back(world)
     given_workers(world, READY, READY, unschedulable(), {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": NO_GPU}]})
@@ -309,6 +313,7 @@ async def test_counts_alone_are_not_written_but_ride_along_and_all_ready_is() ->
     assert world.cluster.status_written()["conditions"][0] == condition(
         "WorkersReady", "False", "Unschedulable", waits.replace("3/4", "2/4"))
     assert world.cluster.status_written()["replicaStatuses"]["Worker"] == {"active": 2}
+    assert world.cluster.status_written()["readyWorkers"] == "2/4", "carried along"
     written_back(world)
     given_workers(world, READY, READY, READY, READY)
     await world.sync()
@@ -318,6 +323,34 @@ async def test_counts_alone_are_not_written_but_ride_along_and_all_ready_is() ->
         "WorkersReady", "True", "WorkersReady", "4/4 workers ready")
     assert world.cluster.events[-1] == Event("Normal", "WorkersReady", "4/4 workers ready")
     assert len(world.cluster.events) == 2
+    assert world.cluster.status_written()["readyWorkers"] == "4/4"
+
+
+async def test_the_ready_count_alone_is_not_written() -> None:
+    world = running_job(4)
+    given_workers(world, READY, {"phase": "Running"}, unschedulable(), unschedulable())
+    await world.sync()
+    assert world.cluster.status_written()["readyWorkers"] == "1/4"
+    written_back(world)
+    writes = len(world.cluster.writes)
+    world.cluster.given(PODS, worker(READY, 1, world.job))
+    await world.sync()
+    assert len(world.cluster.writes) == writes, "only the ready count changed (2/4): not written by itself"
+
+
+@pytest.mark.parametrize("launcher_waits", [False, True])
+def test_a_recovering_condition_stays_within_the_message_cap(launcher_waits: bool) -> None:
+    """The condition's state is its reason: nothing is appended to a message after it was truncated."""
+    status: JSONDict = {"conditions": [condition("WorkersReady", "True", "WorkersReady", "4/4 workers ready")]}
+    long_text = "x" * 2 * MAX_MESSAGE
+    pods = [worker(waiting("ContainerCreating", long_text, phase="Pending"), i) for i in range(4)]
+    events, _ = update_workers_ready(status, WorkersSeen([slim_pod(p) or {} for p in pods], 4,
+                                                         launcher_waits=launcher_waits), LATER)
+    written = status["conditions"][0]
+    assert (written["reason"], len(written["message"])) == ("WorkersRecovering", MAX_MESSAGE)
+    assert written["message"].startswith("4/4 workers pending: ContainerCreating: xxx")
+    assert events == [Event("Normal", "WorkersRecovering", written["message"])]
+    assert status["readyWorkers"] == "0/4"
 
 
 async def test_a_refused_create_says_why_once_while_each_failed_sync_keeps_its_warning() -> None:

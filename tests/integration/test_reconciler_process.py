@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import urllib.request
+from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.runtime.client import KubeClient
 from reconciler.runtime.kubeconfig import load_configuration
 from reconciler.runtime.leader import LeaderElector
 from tests.harness import LocalCluster
+from tests.harness.wait import wait_for
 from tests.integration.mpijobs import Jobs, mpijob
 from tests.integration.operator_fixtures import ReconcilerControl
+from tests.operator_processes import OperatorReconciler
 
 
 def http_get(port: int, path: str) -> str:
@@ -21,18 +25,40 @@ def http_get(port: int, path: str) -> str:
         return text
 
 
-def test_health_and_upstream_metrics(cluster: LocalCluster, namespace: str, reconciler: ReconcilerControl) -> None:
-    assert http_get(reconciler.process.health_port, "/healthz") == "ok"
-    jobs = Jobs(cluster, namespace)
-    jobs.create(mpijob("pi", 1))
-    jobs.wait_condition("pi", "Succeeded", timeout=90)
-    metrics = http_get(reconciler.process.monitoring_port, "/metrics")
-    values = {line.split(" ")[0]: float(line.split(" ")[1]) for line in metrics.splitlines()
-              if line.startswith("mpi_operator_") and not line.startswith("#")}
-    assert values["mpi_operator_jobs_created_total"] >= 1
-    assert values["mpi_operator_jobs_successful_total"] >= 1
-    assert values["mpi_operator_is_leader"] == 1
-    assert values[f'mpi_operator_job_info{{launcher="pi-launcher",namespace="{namespace}"}}'] == 1
+def job_metrics(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every ``mpi_operator_*`` sample the reconciler serves: (name, sorted labels) -> value."""
+    families = text_string_to_metric_families(http_get(port, "/metrics"))
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in families if family.name.startswith("mpi_operator_")
+            for sample in family.samples if not sample.name.endswith("_created")}
+
+
+def test_health_and_upstream_metrics(cluster: LocalCluster, namespace: str, alone: ReconcilerControl,
+                                     tmp_path: Path) -> None:
+    """Exact counts across one job, from a reconciler of the test's own (watching only its namespace, the
+    session's stopped), so that a job counted twice, or another test's job, shows."""
+    own = OperatorReconciler(cluster, tmp_path, f"--namespace={namespace}", name="metrics",
+                             kubeconfig=alone.refreshed_credentials().kubeconfig)
+    own.start()
+    try:
+        own.wait_ready()
+        assert http_get(own.health_port, "/healthz") == "ok"
+        counters = {(f"mpi_operator_jobs_{kind}_total", ()): 0.0 for kind in ("created", "successful", "failed")}
+        assert job_metrics(own.monitoring_port) == {**counters, ("mpi_operator_is_leader", ()): 1.0}
+        jobs = Jobs(cluster, namespace)
+        jobs.create(mpijob("pi", 1))
+        jobs.wait_condition("pi", "Succeeded", timeout=90)
+        # later syncs of the finished job must count nothing more: one more sync, seen in the log, then read
+        finished = f" msg=sync key={namespace}/pi outcome=finished "
+        seen = own.log_count(finished)
+        jobs.patch("pi", {"metadata": {"annotations": {"test.mpijob/touched": "yes"}}})
+        wait_for(lambda: own.log_count(finished) > seen, timeout=30, what="a sync of the finished job")
+        assert job_metrics(own.monitoring_port) == {
+            ("mpi_operator_jobs_created_total", ()): 1.0, ("mpi_operator_jobs_successful_total", ()): 1.0,
+            ("mpi_operator_jobs_failed_total", ()): 0.0, ("mpi_operator_is_leader", ()): 1.0,
+            ("mpi_operator_job_info", (("launcher", "pi-launcher"), ("namespace", namespace))): 1.0}
+    finally:
+        own.stop()
 
 
 async def test_one_leader_at_a_time_and_failover(cluster: LocalCluster, namespace: str) -> None:

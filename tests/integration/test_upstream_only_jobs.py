@@ -9,6 +9,7 @@ upstream runs them, not be frozen by our stricter admission rules.
 from __future__ import annotations
 
 import copy
+import json
 import uuid
 from collections.abc import Iterator
 
@@ -52,7 +53,9 @@ def test_our_webhook_denies_what_is_stored_there(jobs: Jobs, namespace: str) -> 
     with pytest.raises(ApiError) as denied:
         Jobs(jobs.cluster, namespace).create(copy.deepcopy(job))
     assert denied.value.status == 422
-    assert 'spec.launcherCreationPolicy: Unsupported value: "waitForWorkersReady"' in denied.value.body
+    causes = json.loads(denied.value.body)["details"]["causes"]
+    assert [(cause["reason"], cause["field"]) for cause in causes] == [
+        ("FieldValueNotSupported", "spec.launcherCreationPolicy")]
     stored = jobs.create(labelled(job))
     assert stored["spec"]["launcherCreationPolicy"] == "waitForWorkersReady"
 

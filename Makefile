@@ -20,19 +20,38 @@ help:
 	@echo "make e2e-up        a local control plane plus a real node (kubelet, containerd) running our images and operator"
 	@echo "make e2e-down      stop it; make e2e: the real-node end-to-end tests alone"
 	@echo "make crd           regenerate deploy/crds/kubeflow.org_mpijobs.yaml"
+	@echo "make lock          regenerate the pinned dependencies, requirements/*.txt, after a change in pyproject.toml"
 	@echo "make bench-webhook webhook server benchmark (B2); make bench-admission: through the API server (B0/B1)"
 	@echo "make bench-reconciler  pod-create ceiling, time to all workers created, API writes per job (B0/B3/B5)"
 	@echo "make bench-peer    side by side with the upstream Go mpi-operator v0.8.2 (B3/B4/B5/B6; BENCH_PEER_ARGS=...)"
 
-$(STAMP): pyproject.toml
+# Every install takes its packages from the lock, requirements/<extra>.txt: exact versions with their hashes,
+# compiled from pyproject.toml by `make lock` (dev.txt for this virtualenv; webhook.txt and reconciler.txt for
+# the images; bench.txt for the benchmarks). The project itself is installed on top without dependencies.
+LOCK := requirements
+$(STAMP): pyproject.toml $(LOCK)/dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)/dev.txt
 	@# PYTHONWARNINGS: setuptools boxes a notice about editable flat layouts into every install's output
-	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e '.[dev]'
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip check
 	@touch $@
 
 venv: $(STAMP)
+
+# Regenerate the lock from pyproject.toml after changing a dependency there; versions already locked are kept
+# unless LOCK_ARGS=--upgrade (or --upgrade-package NAME). dev.txt is resolved first and the others within it,
+# so every install runs the same version of a package. Universal: markers for other platforms are kept.
+UV_COMPILE = $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes \
+	--quiet --custom-compile-command 'make lock' $(LOCK_ARGS)
+.PHONY: lock
+lock: $(STAMP)
+	$(UV_COMPILE) --extra dev -o $(LOCK)/dev.txt
+	$(UV_COMPILE) --extra dev --extra bench -c $(LOCK)/dev.txt -o $(LOCK)/bench.txt
+	$(UV_COMPILE) --extra webhook -c $(LOCK)/dev.txt -o $(LOCK)/webhook.txt
+	$(UV_COMPILE) --extra reconciler -c $(LOCK)/dev.txt -o $(LOCK)/reconciler.txt
 
 testbin:
 	@bash hack/build-testbin.sh >/dev/null
@@ -91,7 +110,9 @@ cluster-up: $(STAMP) testbin
 cluster-down: $(STAMP)
 	$(PY) -m tests.harness down --dir $(CLUSTER_DIR)
 
-demo: $(STAMP) testbin
+# As root on Linux, node-images installs and builds what the real node needs (as for make e2e-up), so the demo
+# computes pi with real MPI; elsewhere the demo says why it runs kwok alone.
+demo: $(STAMP) testbin node-images
 	$(PY) -m hack.demo
 
 crd: $(STAMP)
@@ -117,8 +138,8 @@ bench-recovery: $(STAMP) testbin
 # The peer benchmark: builds github.com/kubeflow/mpi-operator from the Go module proxy (cached beside the
 # control-plane binaries; benchmark only) and plots with matplotlib (the `bench` extra).
 BENCH_STAMP := $(VENV)/.installed-bench
-$(BENCH_STAMP): $(STAMP)
-	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e '.[dev,bench]'
+$(BENCH_STAMP): $(STAMP) $(LOCK)/bench.txt
+	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)/bench.txt
 	@touch $@
 
 bench-peer: $(BENCH_STAMP) testbin

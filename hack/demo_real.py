@@ -1,10 +1,10 @@
 """The real-node part of ``make demo``: the three pi examples computed by real MPI processes.
 
 A control plane plus one real node (tests/harness/realnode.py) with our images, and our operator
-deployed from its own images by `kubectl apply --server-side -k`; applies
-examples/pi-{openmpi,intel,mpich}.yaml (CPU limits lowered to fit the node's 2 CPUs) and prints each
-launcher's output. Where a real node cannot run (not Linux, not root), it says why and returns, and
-the demo goes on with kwok alone.
+deployed from its own images by `kubectl apply --server-side -k`; shows an invalid MPIJob rejected at
+apply time, applies examples/pi-{openmpi,intel,mpich}.yaml (CPU limits lowered to fit the node's 2 CPUs),
+prints each launcher's output and ``kubectl get mpij``. Where a real node cannot run (not Linux, not
+root), it says why and how to get it, and returns False: the demo then falls back to kwok.
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ def run() -> bool:
     """Run the real-node part; False (after saying why) when this machine cannot."""
     reason = unavailable()
     if reason:
-        say(f"skipping the real-node part: {reason}; only kwok (simulated pods) below")
+        say(f"skipping the real-node part: {reason}. Only kwok (simulated pods, no MPI) below. For real MPI, "
+            "run `make demo` as root on a Linux machine: it installs containerd from the distribution's packages "
+            "and builds the node and its images first")
         return False
     say("building/locating the real node's binaries and images (cached after the first run)")
     images = image_archives() + operator_image_archives()
@@ -57,6 +59,9 @@ def run() -> bool:
               f"its Lease after {timings['reconciler-leader']:.1f}s")
         print(cluster.kubectl("get", "pods", "-n", "mpi-operator", "-o", "wide").stdout, end="")
         cluster.kubectl("create", "namespace", NAMESPACE, check=True)
+        say("kubectl apply -f examples/invalid-launcher-replicas.yaml (upstream would accept it and never run it)")
+        result = cluster.kubectl("apply", "-n", NAMESPACE, "-f", str(EXAMPLES / "invalid-launcher-replicas.yaml"))
+        print(result.stderr.strip() or result.stdout.strip())
         for name in JOBS:
             say(f"kubectl apply -f examples/{name}.yaml (cpu limits {CPU_LIMIT}), on the real node")
             began = time.monotonic()
@@ -64,7 +69,8 @@ def run() -> bool:
             outcome, _ = wait_finished(cluster, NAMESPACE, name)
             print(f"{name}: {outcome} {time.monotonic() - began:.1f}s after apply; the launcher's output:")
             print("    " + launcher_log(cluster, NAMESPACE, name).strip().replace("\n", "\n    "), flush=True)
-            cluster.kubectl("delete", "mpijob", "-n", NAMESPACE, name, "--wait=true", timeout=120)
+        say("kubectl get mpij -o wide")
+        print(cluster.kubectl("get", "mpij", "-n", NAMESPACE, "-o", "wide").stdout, end="")
     say("real node stopped: containers, mounts, bridge and state removed")
     return True
 

@@ -8,7 +8,6 @@ encoded with orjson.
 from __future__ import annotations
 
 import asyncio
-import asyncio.sslproto
 import os
 import platform
 import socket
@@ -30,15 +29,6 @@ def user_agent(version: str = "0.1.0") -> str:
     return f"{USER_AGENT}/{version} ({platform.system().lower()}/{platform.machine()}) pid/{os.getpid()}"
 REQUEST_TIMEOUT = 30.0
 MAX_THROTTLE_RETRIES = 10
-# asyncio gives every TLS connection a 256 KiB receive buffer (SSLProtocol.max_size, allocated whole when the
-# connection opens): with 64 connections open during a large job's burst of creates that is 16 MiB, more than the
-# cache of a thousand pods. aiohttp's protocol is not a buffered one, so this buffer is only what one socket read
-# takes in before OpenSSL decrypts it: an answer larger than 4 KiB (a pod create's is 3-5 KiB) takes more reads
-# (one event-loop turn each), nothing else. 252 KiB per connection less than asyncio's default, 14 KiB less than the
-# 18 KiB (a whole TLS record) of an earlier version. The reconciler process alone makes this setting.
-TLS_READ_BUFFER = 4 * 1024
-asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
-MAX_IDLE_CONNECTIONS = 25  # client-go's MaxIdleConnsPerHost
 MAX_EVENT_BYTES = 64 << 20  # a watch event larger than this is a broken stream, not an object
 
 
@@ -93,7 +83,7 @@ class KubeClient:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = _Connector(ssl=self._ssl_context(), limit=64, socket_factory=keepalive_socket)
+            connector = aiohttp.TCPConnector(ssl=self._ssl_context(), limit=64, socket_factory=keepalive_socket)
             self._session = aiohttp.ClientSession(
                 connector=connector, json_serialize=lambda o: orjson.dumps(o).decode(),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
@@ -147,17 +137,6 @@ class KubeClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
-
-
-class _Connector(aiohttp.TCPConnector):
-    """At most ``MAX_IDLE_CONNECTIONS`` idle connections kept for reuse, as client-go's MaxIdleConnsPerHost: the
-    extra connections of a burst (about 70 KiB each with their TLS state) are closed when released. aiohttp keeps
-    every one and reuses them in turn, so any steady traffic keeps a burst's whole pool open for good."""
-
-    def _release(self, key: Any, protocol: Any, *, should_close: bool = False) -> None:
-        idle = self._conns.get(key)
-        surplus = idle is not None and len(idle) >= MAX_IDLE_CONNECTIONS
-        super()._release(key, protocol, should_close=should_close or surplus)
 
 
 def _api_error(status: int, raw: bytes) -> ApiError:

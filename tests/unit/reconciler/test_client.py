@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import subprocess
 import sys
@@ -16,7 +15,6 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from reconciler.runtime.client import (
-    MAX_IDLE_CONNECTIONS,
     ApiError,
     KubeClient,
     keepalive_socket,
@@ -93,32 +91,6 @@ async def test_429_is_retried_after_retry_after_then_succeeds() -> None:
     assert answer == {"kind": "Pod"}
     assert seen == ['{"kind":"Pod"}'] * 3
     assert client.throttled == 2
-
-
-async def test_a_bursts_extra_connections_are_closed_when_released() -> None:
-    burst = MAX_IDLE_CONNECTIONS + 15
-    arrived, peers = asyncio.Event(), set()
-
-    async def handler(request: web.Request) -> web.Response:
-        peers.add(request.transport.get_extra_info("peername") if request.transport else None)
-        if len(peers) == burst:
-            arrived.set()
-        await arrived.wait()  # every request of the burst in flight at once, each on a connection of its own
-        return web.json_response({})
-
-    app = web.Application()
-    app.router.add_get("/x", handler)
-    async with TestServer(app) as server:
-        client = KubeClient(Configuration(str(server.make_url("")).rstrip("/")), qps=0, burst=1)
-        try:
-            await asyncio.wait_for(asyncio.gather(*(client.request("GET", "/x") for _ in range(burst))), 10)
-            pools: dict[Any, Any] = client.session.connector._conns  # type: ignore[union-attr]
-            idle = sum(len(conns) for conns in pools.values())
-            await client.request("GET", "/x")  # an idle connection is still reused
-        finally:
-            await client.close()
-    assert len(peers) == burst
-    assert idle == MAX_IDLE_CONNECTIONS
 
 
 async def test_429_gives_up_after_the_retry_budget() -> None:

@@ -27,7 +27,8 @@ mounts=()  # the host's pip settings (index, CA) for the RUN pip install steps, 
 for f in /etc/pip.conf /etc/ssl/certs/ca-certificates.crt; do [[ -f $f ]] && mounts+=(-v "$f:$f:ro"); done
 
 for component in webhook reconciler; do
-  key="$( { cat "$ROOT/Dockerfile.$component" "$ROOT/pyproject.toml" "$BASE_ARCHIVE.sha" 2>/dev/null; \
+  key="$( { cat "$ROOT/Dockerfile.$component" "$ROOT/pyproject.toml" "$ROOT/requirements/$component.txt" \
+    "$BASE_ARCHIVE.sha" 2>/dev/null; \
     cd "$ROOT" && git ls-files -co --exclude-standard shared "$component" | grep '\.py$' | sort | xargs cat; } \
     | sha256sum | cut -c1-12)"
   out="$OUT/operator-$component-$key.tar"

@@ -341,7 +341,9 @@ def test_dockerfile(component: str) -> None:
     lines = (ROOT / f"Dockerfile.{component}").read_text().splitlines()
     assert "ARG BASE_IMAGE=python:3.11-slim" in lines  # a public Python image for users; tests pass a local one
     assert sum(line.startswith("FROM ${BASE_IMAGE}") for line in lines) == 2
-    assert f'RUN pip install ".[{component}]"' in lines
+    # the locked versions with their hashes (make lock), then the project alone, and nothing left unlocked
+    assert f"RUN pip install --require-hashes -r requirements/{component}.txt" in lines
+    assert "RUN pip install --no-deps . && pip check" in lines
     assert "USER 65532:65532" in lines
     assert lines[-1] == f'ENTRYPOINT ["python", "-m", "{component}"]'
 

@@ -1,51 +1,87 @@
-"""The webhook's own request metrics export what prometheus_client's Counter and Histogram would."""
+"""The webhook's request metrics: the names, help texts, labels and buckets a scrape shows."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
-import pytest
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import generate_latest
 
-from webhook.metrics import LATENCY, LATENCY_BUCKETS, LATENCY_HELP, REQUESTS, REQUESTS_HELP, WebhookMetrics
+from webhook.metrics import WebhookMetrics
 
-# On a bound, just past one, below the first, past the last, and a second series of the same operation.
-OBSERVATIONS = [("mutate", "patched", 0.0001), ("mutate", "patched", 0.00010001), ("mutate", "patched", 0.00003),
-                ("validate", "denied", 0.0007), ("validate", "denied", 2.5), ("validate", "allowed", 0.001),
-                ("mutate", "patched", 0.02)]
-
-
-def library_exposition(observations: list[tuple[str, str, float]]) -> str:
-    registry = CollectorRegistry()
-    requests = Counter(REQUESTS, REQUESTS_HELP, ["operation", "result"], registry=registry)
-    latency = Histogram(LATENCY, LATENCY_HELP, ["operation", "result"], buckets=LATENCY_BUCKETS, registry=registry)
-    for operation, result, seconds in observations:
-        requests.labels(operation, result).inc()
-        latency.labels(operation, result).observe(seconds)
-    return generate_latest(registry).decode()
+REQUESTS_HELP = ("Admission requests by operation (mutate, validate) and result "
+                 "(allowed, patched, denied, bad_request, too_large, error).")
+LATENCY_HELP = "Time to answer an admission request, from the first body byte to the response."
+BOUNDS = ["0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "1.0",
+          "+Inf"]
 
 
-def without_created_values(text: str) -> str:
-    return re.sub(r"(_created\{[^}]*\}) \S+", r"\1 <time>", text)
+def without_created(text: str) -> list[str]:
+    """The exposition's lines without the ``_created`` series (their values are times)."""
+    return [line for line in text.splitlines() if not re.match(r"(# \w+ )?\w+_created\b", line)]
 
 
-def test_the_exposition_is_the_one_of_a_prometheus_client_counter_and_histogram() -> None:
+def test_one_request_is_one_counted_series_and_one_histogram_series() -> None:
     metrics = WebhookMetrics()
-    for observation in OBSERVATIONS:
-        metrics.observe(*observation)
-    ours = generate_latest(metrics.registry).decode()
-    assert without_created_values(ours) == without_created_values(library_exposition(OBSERVATIONS))
-    assert 'mpijob_webhook_request_duration_seconds_bucket{le="0.0001",operation="mutate",result="patched"} 2.0' in ours
+    metrics.observe("mutate", "patched", 0.0003)
+    labels = 'operation="mutate",result="patched"'
+    buckets = [f'mpijob_webhook_request_duration_seconds_bucket{{le="{bound}",{labels}}} {float(i >= 2)}'
+               for i, bound in enumerate(BOUNDS)]
+    assert without_created(generate_latest(metrics.registry).decode()) == [
+        f"# HELP mpijob_webhook_requests_total {REQUESTS_HELP}",
+        "# TYPE mpijob_webhook_requests_total counter",
+        f"mpijob_webhook_requests_total{{{labels}}} 1.0",
+        f"# HELP mpijob_webhook_request_duration_seconds {LATENCY_HELP}",
+        "# TYPE mpijob_webhook_request_duration_seconds histogram",
+        *buckets,
+        f"mpijob_webhook_request_duration_seconds_count{{{labels}}} 1.0",
+        f"mpijob_webhook_request_duration_seconds_sum{{{labels}}} 0.0003",
+    ]
+
+
+def test_series_per_operation_and_result() -> None:
+    metrics = WebhookMetrics()
+    for operation, result, seconds in [("validate", "denied", 0.0007), ("validate", "denied", 2.5),
+                                       ("validate", "allowed", 0.001), ("mutate", "allowed", 0.0001)]:
+        metrics.observe(operation, result, seconds)
+    text = generate_latest(metrics.registry).decode()
+    assert 'mpijob_webhook_requests_total{operation="validate",result="denied"} 2.0' in text
+    assert 'mpijob_webhook_requests_total{operation="validate",result="allowed"} 1.0' in text
+    assert 'mpijob_webhook_request_duration_seconds_bucket{le="1.0",operation="validate",result="denied"} 1.0' in text
+    assert 'mpijob_webhook_request_duration_seconds_bucket{le="0.0001",operation="mutate",result="allowed"} 1.0' in text
+    assert 'mpijob_webhook_request_duration_seconds_sum{operation="validate",result="denied"} 2.5007' in text
 
 
 def test_no_request_no_series() -> None:
-    assert generate_latest(WebhookMetrics().registry).decode() == library_exposition([])
+    assert generate_latest(WebhookMetrics().registry).decode().splitlines() == [
+        f"# HELP mpijob_webhook_requests_total {REQUESTS_HELP}",
+        "# TYPE mpijob_webhook_requests_total counter",
+        f"# HELP mpijob_webhook_request_duration_seconds {LATENCY_HELP}",
+        "# TYPE mpijob_webhook_request_duration_seconds histogram",
+    ]
 
 
-def test_created_series_follow_the_library_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PROMETHEUS_DISABLE_CREATED_SERIES", "true")
-    metrics = WebhookMetrics()
-    metrics.observe("mutate", "allowed", 0.0002)
-    ours = generate_latest(metrics.registry).decode()
-    assert "_created" not in ours
-    assert 'mpijob_webhook_requests_total{operation="mutate",result="allowed"} 1.0' in ours
+SCRAPE = """
+from prometheus_client import generate_latest
+from webhook.metrics import WebhookMetrics
+metrics = WebhookMetrics()
+metrics.observe("mutate", "allowed", 0.0002)
+print(generate_latest(metrics.registry).decode())
+"""
+
+
+def scrape_in_a_process(**environment: str) -> str:
+    """The exposition of a new process (``prometheus_client`` reads its environment once, at import)."""
+    env = {**os.environ, **environment}
+    return subprocess.run([sys.executable, "-c", SCRAPE], env=env, capture_output=True, text=True, check=True).stdout
+
+
+def test_created_series_follow_the_library_switch() -> None:
+    """docs/operator-guide.md: ``PROMETHEUS_DISABLE_CREATED_SERIES=true`` turns the ``_created`` series off."""
+    assert 'mpijob_webhook_requests_created{operation="mutate",result="allowed"}' in scrape_in_a_process(
+        PROMETHEUS_DISABLE_CREATED_SERIES="false")
+    text = scrape_in_a_process(PROMETHEUS_DISABLE_CREATED_SERIES="true")
+    assert "_created" not in text
+    assert 'mpijob_webhook_requests_total{operation="mutate",result="allowed"} 1.0' in text

@@ -22,19 +22,13 @@ from shared.api import (
     defaulted_dict,
     encoded_defaults_patch,
     invalid_status,
-    json_nesting_within,
     parse_mpijob,
     validate,
     validate_update,
 )
 from shared.api import constants as c
-from shared.api.parse import MAX_NESTING
 from shared.jsondict import JSONDict
 
-# The objects sit two levels below the review's top (review -> request -> object): a review nested at most
-# MAX_NESTING + 2 levels has objects within MAX_NESTING, and so have their defaulted copies (no default is
-# set more than 3 levels below an object's top).
-_OBJECT_LEVEL: Final = 2
 REVIEW_API_VERSION: Final = "admission.k8s.io/v1"
 REVIEW_KIND: Final = "AdmissionReview"
 WRITE_OPERATIONS: Final = ("CREATE", "UPDATE")
@@ -126,9 +120,8 @@ def _shown(value: object) -> str:
     return kinds.get(type(value), "a value")
 
 
-def mutate(request: JSONDict, body: bytes | None = None) -> Admission:
-    """Default an MPIJob: a JSON Patch that only adds unset fields, or a plain allow. (``body`` is unused: this
-    has the signature of ``validate_request``.)"""
+def mutate(request: JSONDict) -> Admission:
+    """Default an MPIJob: a JSON Patch that only adds unset fields, or a plain allow."""
     skip = _not_ours(request)
     if skip is not None:
         return skip
@@ -139,19 +132,14 @@ def mutate(request: JSONDict, body: bytes | None = None) -> Admission:
     return Admission(response, "patched", patch_ops=count)
 
 
-def validate_request(request: JSONDict, body: bytes | None = None) -> Admission:
-    """Allow or deny an MPIJob as upstream's controller would judge it after defaulting, plus our rules.
-
-    ``body``: the AdmissionReview text ``request`` was parsed from, if at hand: checking the nesting limit on
-    it spares encoding the objects again for that check.
-    """
+def validate_request(request: JSONDict) -> Admission:
+    """Allow or deny an MPIJob as upstream's controller would judge it after defaulting, plus our rules."""
     skip = _not_ours(request)
     if skip is not None:
         return skip
-    nesting_checked = body is not None and json_nesting_within(body, MAX_NESTING + _OBJECT_LEVEL)
-    new, errors = parse_mpijob(defaulted_dict(request["object"]), nesting_checked=nesting_checked)
+    new, errors = parse_mpijob(defaulted_dict(request["object"]))
     if new is not None:
-        errors, warnings = _judge(request, new, nesting_checked)
+        errors, warnings = _judge(request, new)
     else:
         warnings = []
     if not errors:
@@ -176,11 +164,11 @@ def errored(uid: str, code: int, message: str) -> JSONDict:
 _REASONS = {400: "BadRequest", 413: "RequestEntityTooLarge", 500: "InternalError"}
 
 
-def _judge(request: JSONDict, defaulted: MPIJob, nesting_checked: bool) -> tuple[list[FieldError], list[str]]:
+def _judge(request: JSONDict, defaulted: MPIJob) -> tuple[list[FieldError], list[str]]:
     """Errors and warnings of an MPIJob that has its defaults, as upstream's controller judges it."""
     if request["operation"] != "UPDATE":
         return validate(defaulted), admission_warnings(defaulted)
-    old_defaulted, _ = parse_mpijob(defaulted_dict(request["oldObject"]), nesting_checked=nesting_checked)
+    old_defaulted, _ = parse_mpijob(defaulted_dict(request["oldObject"]))
     if old_defaulted is None:
         return validate(defaulted), admission_warnings(defaulted)
     errors = validate_update(old_defaulted, defaulted)

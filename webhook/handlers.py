@@ -21,7 +21,7 @@ from webhook.state import METRICS, READY_CHECK
 
 logger = logging.getLogger("webhook")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-AdmitFunction = Callable[[dict[str, Any], bytes], admission.Admission]
+AdmitFunction = Callable[[dict[str, Any]], admission.Admission]
 
 
 _JSON_HEADERS = {"Content-Type": "application/json"}  # as content_type= sets it, without parsing it per answer
@@ -66,7 +66,7 @@ async def _answer(request: web.Request, admit: AdmitFunction, log: dict[str, Any
     uid = review_request["uid"]
     log.update(admission.log_fields(review_request), dry_run=bool(review_request.get("dryRun")))
     try:
-        answer = admit(review_request, body)
+        answer = admit(review_request)
     except Exception:
         logger.exception("admission failed", extra={"kv": {"uid": log["uid"]}})
         message = f"internal error in the MPIJob webhook while admitting request {log['uid']}; see the webhook's log"

@@ -2,7 +2,7 @@
 
 from shared.api.defaults import defaulted_dict, defaults_patch, encoded_defaults_patch, with_defaults
 from shared.api.field_errors import ErrorType, FieldError, aggregate, capped, invalid_status
-from shared.api.parse import json_nesting_within, parse_mpijob
+from shared.api.parse import parse_mpijob
 from shared.api.types import JobCondition, JobStatus, MPIJob, MPIJobSpec, ReplicaSpec, ReplicaStatus, RunPolicy
 from shared.api.validation import validate, validate_update, validate_upstream
 from shared.api.warnings import admission_warnings
@@ -24,7 +24,6 @@ __all__ = [
     "defaults_patch",
     "encoded_defaults_patch",
     "invalid_status",
-    "json_nesting_within",
     "parse_mpijob",
     "validate",
     "validate_update",

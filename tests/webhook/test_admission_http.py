@@ -256,7 +256,7 @@ async def test_a_body_over_the_limit_gets_413(client: Client) -> None:
 
 
 async def test_an_unexpected_error_gets_500_with_the_uid(aiohttp_client: Any) -> None:
-    def broken(request: dict[str, Any], body: bytes) -> Any:
+    def broken(request: dict[str, Any]) -> Any:
         raise RuntimeError("boom")
 
     app = web.Application()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.mpijob.resources import owned_by_mpijob
-from reconciler.runtime.resources import controller_of
+from reconciler.runtime.metadata import controller_of
 from reconciler.runtime.sharing import SharedDict, SharedList, shared
 from reconciler.runtime.store import Store
 from shared.api import constants as c

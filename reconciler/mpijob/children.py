@@ -11,8 +11,9 @@ from reconciler.mpijob.caches import slim_job
 from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.objects import create_or_get, ensure_controlled, get_or_create
 from reconciler.mpijob.status import Event, launcher_done, phase
+from reconciler.runtime.api_resources import CONFIG_MAPS, JOBS, SECRETS, SERVICES, Resource
 from reconciler.runtime.client import ApiError
-from reconciler.runtime.resources import CONFIG_MAPS, JOBS, SECRETS, SERVICES, Resource, is_controlled_by, meta
+from reconciler.runtime.metadata import is_controlled_by, meta
 from shared.api import constants as c
 from shared.api import names
 from shared.jsondict import JSONDict

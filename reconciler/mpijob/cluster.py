@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from reconciler.mpijob.status import Event
+from reconciler.runtime.api_resources import EVENTS, Resource
 from reconciler.runtime.client import KubeClient
-from reconciler.runtime.resources import EVENTS, Resource, meta
+from reconciler.runtime.metadata import meta
 from shared.api import constants as c
 from shared.jsondict import JSONDict
 

@@ -21,9 +21,10 @@ from reconciler.mpijob.context import ResourceExistsError
 from reconciler.mpijob.resources import MPIJOBS, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS, is_mpijob_ref
 from reconciler.mpijob.sync import Reconciler
 from reconciler.mpijob.workers import worker_index
+from reconciler.runtime.api_resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES, Resource
 from reconciler.runtime.client import ApiError, KubeClient
 from reconciler.runtime.informer import Informer
-from reconciler.runtime.resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES, Resource, controller_of, meta
+from reconciler.runtime.metadata import controller_of, meta
 from reconciler.runtime.store import PackedStore, Store
 from reconciler.runtime.workqueue import WorkQueue
 from shared.api import constants as c

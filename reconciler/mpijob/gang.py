@@ -8,8 +8,9 @@ from reconciler.mpijob import builders
 from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.objects import ensure_controlled, get_or_create
 from reconciler.mpijob.resources import SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
+from reconciler.runtime.api_resources import PRIORITY_CLASSES, Resource
 from reconciler.runtime.client import ApiError
-from reconciler.runtime.resources import PRIORITY_CLASSES, Resource, meta
+from reconciler.runtime.metadata import meta
 from shared.api import constants as c
 from shared.api import names
 

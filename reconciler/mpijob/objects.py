@@ -7,8 +7,9 @@ does not hold because no MPIJob controls it) reads the object and goes on with i
 from __future__ import annotations
 
 from reconciler.mpijob.context import JobContext, ResourceExistsError
+from reconciler.runtime.api_resources import Resource
 from reconciler.runtime.client import ApiError
-from reconciler.runtime.resources import Resource, is_controlled_by, meta
+from reconciler.runtime.metadata import is_controlled_by, meta
 from reconciler.runtime.store import Store
 from shared.jsondict import JSONDict
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TypeGuard
 
-from reconciler.runtime.resources import Resource, controller_of
+from reconciler.runtime.api_resources import Resource
+from reconciler.runtime.metadata import controller_of
 from shared.api import constants as c
 from shared.jsondict import JSONDict
 

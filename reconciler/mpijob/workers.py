@@ -16,8 +16,9 @@ from reconciler.mpijob.caches import slim_pod
 from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.objects import create_or_get, ensure_controlled
 from reconciler.mpijob.status import Event, is_pod_ready, phase
+from reconciler.runtime.api_resources import PODS
 from reconciler.runtime.client import ApiError
-from reconciler.runtime.resources import PODS, is_controlled_by, meta
+from reconciler.runtime.metadata import is_controlled_by, meta
 from shared.api import constants as c
 from shared.api import names
 from shared.jsondict import JSONDict

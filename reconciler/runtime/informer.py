@@ -14,8 +14,8 @@ from typing import Any
 
 import aiohttp
 
+from reconciler.runtime.api_resources import Resource
 from reconciler.runtime.client import ApiError, KubeClient
-from reconciler.runtime.resources import Resource
 from reconciler.runtime.store import Store
 from shared.jsondict import JSONDict
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from reconciler.runtime.api_resources import LEASES
 from reconciler.runtime.client import ApiError, KubeClient, StartupError
-from reconciler.runtime.resources import LEASES
 from shared.jsondict import JSONDict
 
 logger = logging.getLogger("reconciler.leader")

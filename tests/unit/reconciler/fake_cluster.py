@@ -27,8 +27,8 @@ from reconciler.mpijob.caches import (
     slim_service,
 )
 from reconciler.mpijob.status import Event
+from reconciler.runtime.api_resources import Resource
 from reconciler.runtime.client import ApiError
-from reconciler.runtime.resources import Resource
 from shared.jsondict import JSONDict
 
 _SLIM = {"pods": (slim_pod, "pods"), "jobs": (slim_job, "jobs"), "services": (slim_service, "services"),

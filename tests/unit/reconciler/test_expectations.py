@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from reconciler.mpijob import builders
 from reconciler.mpijob.resources import MPIJOBS
+from reconciler.runtime.api_resources import PODS
 from reconciler.runtime.expectations import Expectations
-from reconciler.runtime.resources import PODS
 from tests.unit.reconciler.test_sync import EARLIER, World, created_condition, defaulted, new_mpijob
 
 

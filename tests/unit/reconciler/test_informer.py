@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from reconciler.runtime.api_resources import PODS
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.informer import FatalWatchError, Informer
-from reconciler.runtime.resources import PODS
 from reconciler.runtime.store import PackedStore, Store
 
 JSON = dict[str, Any]

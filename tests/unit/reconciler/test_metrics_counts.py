@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
+from reconciler.runtime.api_resources import JOBS
 from reconciler.runtime.client import ApiError
-from reconciler.runtime.resources import JOBS
 from tests.unit.reconciler.test_sync import World, new_mpijob
 
 INFO = "job_info[('launcher', 'test-launcher'), ('namespace', 'default')]"

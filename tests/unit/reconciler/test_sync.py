@@ -18,8 +18,8 @@ from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.resources import MPIJOBS
 from reconciler.mpijob.status import Event
 from reconciler.mpijob.sync import Reconciler
+from reconciler.runtime.api_resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES
 from reconciler.runtime.client import ApiError
-from reconciler.runtime.resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES
 from shared.api import MPIJob, with_defaults
 from shared.jsondict import JSONDict
 from tests.unit.reconciler.fake_cluster import FakeCluster

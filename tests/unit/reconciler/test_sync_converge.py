@@ -14,8 +14,8 @@ from reconciler.mpijob import builders
 from reconciler.mpijob.builders import SSHKeyPair
 from reconciler.mpijob.controller import Controller
 from reconciler.mpijob.resources import MPIJOBS
+from reconciler.runtime.api_resources import CONFIG_MAPS, SECRETS, SERVICES, Resource
 from reconciler.runtime.client import KubeClient
-from reconciler.runtime.resources import CONFIG_MAPS, SECRETS, SERVICES, Resource
 from reconciler.runtime.workqueue import WorkQueue
 from shared.jsondict import JSONDict
 from tests.unit.reconciler.test_sync import KEYS, World, created_condition, defaulted, new_mpijob

@@ -17,8 +17,8 @@ from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.resources import MPIJOBS
 from reconciler.mpijob.status import Event
 from reconciler.mpijob.sync import Reconciler
+from reconciler.runtime.api_resources import CONFIG_MAPS, PODS, SECRETS, SERVICES, Resource
 from reconciler.runtime.client import ApiError
-from reconciler.runtime.resources import CONFIG_MAPS, PODS, SECRETS, SERVICES, Resource
 from shared.jsondict import JSONDict
 from tests.unit.reconciler.fake_cluster import FakeCluster
 from tests.unit.reconciler.test_sync import KEYS, NOW, World, defaulted, new_mpijob

@@ -12,8 +12,8 @@ from reconciler.mpijob.caches import slim_pod
 from reconciler.mpijob.readiness import Readiness, WorkersSeen, assess, set_workers_ready, update_workers_ready
 from reconciler.mpijob.resources import MPIJOBS
 from reconciler.mpijob.status import MAX_MESSAGE, Event, set_condition
+from reconciler.runtime.api_resources import PODS
 from reconciler.runtime.client import ApiError
-from reconciler.runtime.resources import PODS
 from shared.jsondict import JSONDict
 from tests.unit.reconciler.test_sync import T, World, condition, created_condition, defaulted, new_mpijob
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
@@ -119,7 +118,3 @@ class MPIJob(_Model):
     def replica_spec(self, replica_type: str) -> ReplicaSpec | None:
         specs = self.spec.mpi_replica_specs if self.spec else None
         return specs.get(replica_type) if specs else None
-
-    @classmethod
-    def from_json(cls, data: bytes | str) -> MPIJob:
-        return cls.model_validate(orjson.loads(data))

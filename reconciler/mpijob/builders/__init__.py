@@ -17,7 +17,6 @@ from reconciler.mpijob.builders.config_map import (
     largest_config_map_size,
 )
 from reconciler.mpijob.builders.launcher import (
-    RESTART_POLICY_OVERRIDDEN_MESSAGE,
     build_launcher_job,
     build_launcher_pod_template,
     sync_scheduling_directives,
@@ -45,7 +44,6 @@ from reconciler.mpijob.builders.worker import build_worker
 
 __all__ = [
     "CONFIG_MAP_MAX_BYTES",
-    "RESTART_POLICY_OVERRIDDEN_MESSAGE",
     "GangScheduling",
     "PriorityLookup",
     "RunningWorker",

@@ -32,7 +32,6 @@ from shared.jsondict import JSONDict
 POD_REPLACEMENT_FAILED = "Failed"
 HOSTFILE_PATH = f"{c.CONFIG_MOUNT_PATH}/{c.HOSTFILE_NAME}"
 SSH_CONNECTION_ATTEMPTS = "-o ConnectionAttempts=10"
-RESTART_POLICY_OVERRIDDEN_MESSAGE = "Restart policy in pod template overridden by restart policy in replica spec"
 SCHEDULING_DIRECTIVES = ("nodeSelector", "tolerations", "schedulingGates")
 
 
@@ -77,8 +76,8 @@ def config_volume(job: MPIJob) -> JSONDict:
 def template_overrides_restart_policy(job: MPIJob) -> bool:
     """Whether the Launcher template sets its own restartPolicy, which the replica's overrides.
 
-    The caller then emits Warning ``SetPodTemplateRestartPolicy`` (``RESTART_POLICY_OVERRIDDEN_MESSAGE``)
-    each time it builds the launcher template (creation and un-suspend), as upstream does.
+    The caller then emits Warning ``SetPodTemplateRestartPolicy`` each time it builds the launcher template
+    (creation and un-suspend), as upstream does.
     """
     spec = job.replica_spec(c.LAUNCHER)
     pod_spec = (spec.template or {}).get("spec") if spec is not None else None

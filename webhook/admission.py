@@ -7,6 +7,7 @@ metrics.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from shared.api import (
     admission_warnings,
     capped,
     defaulted_dict,
-    encoded_defaults_patch,
+    defaults_patch,
     invalid_status,
     parse_mpijob,
     validate,
@@ -125,11 +126,12 @@ def mutate(request: JSONDict) -> Admission:
     skip = _not_ours(request)
     if skip is not None:
         return skip
-    patch, count = encoded_defaults_patch(request["object"])
-    if not count:
+    patch = defaults_patch(request["object"])
+    if not patch:
         return _allowed(request)
-    response = {"uid": request["uid"], "allowed": True, "patchType": "JSONPatch", "patch": patch}
-    return Admission(response, "patched", patch_ops=count)
+    encoded = base64.b64encode(orjson.dumps(patch)).decode()
+    response = {"uid": request["uid"], "allowed": True, "patchType": "JSONPatch", "patch": encoded}
+    return Admission(response, "patched", patch_ops=len(patch))
 
 
 def validate_request(request: JSONDict) -> Admission:

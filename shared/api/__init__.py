@@ -1,6 +1,6 @@
 """kubeflow.org/v2beta1 MPIJob: models, constants, names, defaulting and validation. Pure: no I/O."""
 
-from shared.api.defaults import defaulted_dict, defaults_patch, encoded_defaults_patch, with_defaults
+from shared.api.defaults import defaulted_dict, defaults_patch
 from shared.api.field_errors import ErrorType, FieldError, aggregate, capped, invalid_status
 from shared.api.parse import parse_mpijob
 from shared.api.types import JobCondition, JobStatus, MPIJob, MPIJobSpec, ReplicaSpec, ReplicaStatus, RunPolicy
@@ -22,11 +22,9 @@ __all__ = [
     "capped",
     "defaulted_dict",
     "defaults_patch",
-    "encoded_defaults_patch",
     "invalid_status",
     "parse_mpijob",
     "validate",
     "validate_update",
     "validate_upstream",
-    "with_defaults",
 ]

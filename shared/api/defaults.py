@@ -1,19 +1,14 @@
 """MPIJob defaulting: upstream's Go defaults (``SetDefaults_MPIJob``) plus the CRD schema defaults.
 
-One table drives both users: ``with_defaults`` (the reconciler, in memory) and ``defaults_patch``
-(the mutating webhook, as JSON Patch ``add`` operations that only fill what is unset).
+One table drives both users: ``defaulted_dict`` (the reconciler and validation, in memory) and
+``defaults_patch`` (the mutating webhook, as JSON Patch ``add`` operations that only fill what is unset).
 """
 
 from __future__ import annotations
 
-import base64
-from functools import lru_cache
 from typing import Any
 
-import orjson
-
 from shared.api import constants as c
-from shared.api.types import MPIJob
 from shared.jsondict import JSONDict
 
 Path = tuple[str, ...]
@@ -59,7 +54,7 @@ def missing_defaults(obj: JSONDict, *, crd_run_policy: bool = True) -> list[tupl
     """The defaults an MPIJob dict lacks, as (path from the root, value) pairs.
 
     A missing or null field counts as unset. A missing parent object is one pair carrying all its
-    defaults. Each path always comes with the same value (``encoded_defaults_patch`` relies on it).
+    defaults. Each path always comes with the same value.
     ``crd_run_policy=False`` leaves ``runPolicy.suspend`` to the API server's CRD default,
     so that a value set by another mutating webhook (Kueue) is never contested.
     """
@@ -87,35 +82,12 @@ def _add_missing(missing: list[tuple[Path, Any]], child: Any, path: Path, fields
 
 
 def defaults_patch(obj: JSONDict) -> list[JSONDict]:
-    """JSON Patch (RFC 6902) ``add`` operations that default an MPIJob without touching set fields."""
-    return _add_ops(missing_defaults(obj, crd_run_policy=False))
+    """JSON Patch (RFC 6902) ``add`` operations that default an MPIJob without touching set fields.
 
-
-def _add_ops(missing: list[tuple[Path, Any]]) -> list[JSONDict]:
-    return [{"op": "add", "path": _pointer(path), "value": value} for path, value in missing]
-
-
-_ENCODED_PATCHES: dict[tuple[Path, ...], str] = {}
-_ENCODED_PATCHES_KEPT = 256  # far more than the sets of missing defaults real MPIJobs have
-
-
-def encoded_defaults_patch(obj: JSONDict) -> tuple[str, int]:
-    """``defaults_patch(obj)`` as the base64 text of its JSON (what an AdmissionReview answer carries) and the
-    number of its operations; ("", 0) when no default is missing.
-
-    The operations follow from which defaults are missing, each path having one value, so the text is built
-    once for each set of missing paths.
-    """
+    ``runPolicy.suspend`` is left to the API server's CRD default, so that a value set by another mutating
+    webhook (Kueue) is never contested."""
     missing = missing_defaults(obj, crd_run_policy=False)
-    if not missing:
-        return "", 0
-    paths = tuple(path for path, _ in missing)
-    text = _ENCODED_PATCHES.get(paths)
-    if text is None:
-        text = base64.b64encode(orjson.dumps(_add_ops(missing))).decode()
-        if len(_ENCODED_PATCHES) < _ENCODED_PATCHES_KEPT:
-            _ENCODED_PATCHES[paths] = text
-    return text, len(missing)
+    return [{"op": "add", "path": _pointer(path), "value": value} for path, value in missing]
 
 
 def defaulted_dict(obj: JSONDict) -> JSONDict:
@@ -139,11 +111,6 @@ def defaulted_dict(obj: JSONDict) -> JSONDict:
     return result
 
 
-def with_defaults(job: MPIJob) -> MPIJob:
-    """A new MPIJob with the Go defaults and the CRD defaults applied; the input is not changed."""
-    return MPIJob.model_validate(defaulted_dict(job.to_dict()))
-
-
-@lru_cache(maxsize=256)  # the paths are a few fixed ones
 def _pointer(path: Path) -> str:
+    """A JSON Pointer (RFC 6901): ``("spec", "a/b")`` -> ``/spec/a~1b``."""
     return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in path)

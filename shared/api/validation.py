@@ -2,8 +2,8 @@
 
 ``validate_upstream`` is ``validation.ValidateMPIJob`` of mpi-operator v0.8.2, rule for rule.
 ``validate`` adds the checks upstream never had (see docs/validation.md); they come after upstream's,
-so upstream's errors keep their positions. Neither applies defaults: callers validate
-``with_defaults(job)`` as upstream's controller does.
+so upstream's errors keep their positions. Neither applies defaults: callers validate the defaulted job
+(``parse_mpijob(defaulted_dict(obj))``) as upstream's controller does.
 """
 
 from __future__ import annotations

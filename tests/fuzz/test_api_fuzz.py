@@ -25,12 +25,12 @@ from shared.api import (
     parse_mpijob,
     validate,
     validate_update,
-    with_defaults,
 )
 from shared.api.field_errors import MAX_REPORTED, capped, render_value
 from shared.api.parse import MAX_NESTING
 from tests.fuzz.figures import BUDGETS, Counter, fuzz_settings, measured
 from tests.fuzz.strategies import MPIJOBS, json_values
+from tests.unit.helpers import with_defaults
 
 
 def assert_field_errors(errors: list[FieldError]) -> None:

@@ -15,12 +15,13 @@ import copy
 import pytest
 
 from reconciler.mpijob import builders
-from shared.api import MPIJob, with_defaults
+from shared.api import MPIJob
 from tests.harness import LocalCluster
 from tests.harness.audit import audit_events, resource_of
 from tests.harness.wait import wait_for
 from tests.integration.mpijobs import JSON, Jobs, mpijob, until
 from tests.integration.operator_fixtures import ReconcilerControl
+from tests.unit.helpers import with_defaults
 
 HANG = {"test.mpijob/outcome": "hang"}
 SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")

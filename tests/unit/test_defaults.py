@@ -11,8 +11,9 @@ import jsonpatch
 import orjson
 import pytest
 
-from shared.api import MPIJob, defaulted_dict, defaults_patch, encoded_defaults_patch, with_defaults
+from shared.api import MPIJob, defaulted_dict, defaults_patch
 from shared.api.defaults import missing_defaults
+from webhook import admission
 
 BASE_DEFAULTS: dict[str, Any] = {
     "slotsPerWorker": 1,
@@ -77,18 +78,10 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("given", "expected"), CASES)
-def test_with_defaults(given: dict[str, Any], expected: dict[str, Any]) -> None:
-    original = MPIJob.model_validate(given)
-    before = original.to_dict()
-    assert with_defaults(original).to_dict() == expected
-    assert original.to_dict() == before, "with_defaults must not change its input"
-
-
 def test_unknown_fields_survive_defaulting() -> None:
     given = job({"mpiReplicaSpecs": {"Launcher": {"futureField": [1, 2]}}, "futureSpecField": {"a": "b"}})
     given["futureTop"] = True
-    out = with_defaults(MPIJob.model_validate(given)).to_dict()
+    out = MPIJob.model_validate(defaulted_dict(given)).to_dict()
     assert out["futureTop"] is True
     assert out["spec"]["futureSpecField"] == {"a": "b"}
     assert out["spec"]["mpiReplicaSpecs"]["Launcher"]["futureField"] == [1, 2]
@@ -141,8 +134,8 @@ def test_defaults_patch(given: dict[str, Any], expected: list[dict[str, Any]]) -
 
 
 @pytest.mark.parametrize(("given", "expected"), CASES)
-def test_patch_agrees_with_with_defaults(given: dict[str, Any], expected: dict[str, Any]) -> None:
-    """Applying the patch, then the API server's CRD default for suspend, gives with_defaults' result."""
+def test_patch_agrees_with_defaulted_dict(given: dict[str, Any], expected: dict[str, Any]) -> None:
+    """Applying the patch, then the API server's CRD default for suspend, gives defaulted_dict's result."""
     patched = jsonpatch.apply_patch(given, defaults_patch(given))
     patched["spec"]["runPolicy"].setdefault("suspend", False)
     assert patched == expected
@@ -188,8 +181,10 @@ def test_each_missing_path_always_gets_the_same_value() -> None:
     assert {path: seen for path, seen in values.items() if any(v != seen[0] for v in seen)} == {}
 
 
-def test_the_encoded_patch_is_the_patch_as_json_in_base64() -> None:
-    for obj in [*shapes(), *reversed(shapes())]:  # the second pass reads what the first kept
-        text, count = encoded_defaults_patch(obj)
+def test_the_mutate_answer_carries_the_patch_as_json_in_base64() -> None:
+    for obj in shapes():
+        answer = admission.mutate({"uid": "u", "operation": "CREATE", "object": obj})
         ops = defaults_patch(obj)
-        assert (orjson.loads(base64.b64decode(text)) if text else [], count) == (ops, len(ops))
+        encoded = answer.response.get("patch")
+        assert (orjson.loads(base64.b64decode(encoded)) if encoded else [], answer.patch_ops) == (ops, len(ops))
+        assert answer.outcome == ("patched" if ops else "allowed")

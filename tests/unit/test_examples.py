@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.api import MPIJob, validate, with_defaults
+from shared.api import MPIJob, validate
 from tests.reference import example_params, load_example
+from tests.unit.helpers import with_defaults
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

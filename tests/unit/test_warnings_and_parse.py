@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from shared.api import MPIJob, admission_warnings, parse_mpijob, with_defaults
+from shared.api import MPIJob, admission_warnings, parse_mpijob
 from shared.api.parse import field_path
+from tests.unit.helpers import with_defaults
 
 
 def job(worker_pod: dict[str, Any] | None = None, launcher_pod: dict[str, Any] | None = None,

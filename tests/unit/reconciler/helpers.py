@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.api import MPIJob, with_defaults
+from shared.api import MPIJob
 from shared.jsondict import JSONDict
+from tests.unit.helpers import with_defaults
 
 
 def make_job(name: str = "foo", namespace: str = "bar", *, defaulted: bool = True,

@@ -20,8 +20,9 @@ from reconciler.mpijob.status import Event
 from reconciler.mpijob.sync import Reconciler
 from reconciler.runtime.api_resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES
 from reconciler.runtime.client import ApiError
-from shared.api import MPIJob, with_defaults
+from shared.api import MPIJob
 from shared.jsondict import JSONDict
+from tests.unit.helpers import with_defaults
 from tests.unit.reconciler.fake_cluster import FakeCluster
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)

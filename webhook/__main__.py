@@ -62,7 +62,12 @@ async def serve(args: argparse.Namespace) -> int:
                      extra={"kv": {"cert_file": args.tls_cert_file, "key_file": args.tls_key_file,
                                    "reason": reloader.last_error}})
         return 1
-    await reloader.start()
+    async with reloader:  # watching the certificate files while serving
+        return await _serve_with(reloader, args)
+
+
+async def _serve_with(reloader: CertificateReloader, args: argparse.Namespace) -> int:
+    """Serve until SIGTERM or SIGINT (0); 1 when an address cannot be listened on."""
     metrics = WebhookMetrics()
     metrics.watch_certificate(reloader)
     runners = [web.AppRunner(create_app(max_body_bytes=args.max_body_bytes, ready_check=lambda: reloader.ready,
@@ -88,7 +93,6 @@ async def serve(args: argparse.Namespace) -> int:
     finally:
         for runner in runners:
             await runner.cleanup()
-        await reloader.stop()
     return 0
 
 

@@ -10,8 +10,9 @@ live context is touched, so the previous certificate keeps serving; the next cha
 Usage with aiohttp::
 
     reloader = CertificateReloader(cert_file, key_file, poll_interval=2.0)
-    app.cleanup_ctx.append(reloader.cleanup_ctx)
-    site = web.TCPSite(runner, port=9443, ssl_context=reloader.context)
+    async with reloader:  # watches the files until the block ends
+        await web.TCPSite(runner, port=9443, ssl_context=reloader.context).start()
+        ...
 """
 
 from __future__ import annotations
@@ -24,19 +25,16 @@ import os
 import re
 import ssl
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
-
-if TYPE_CHECKING:
-    from aiohttp import web
 
 logger = logging.getLogger("webhook.tls")
 
@@ -138,11 +136,6 @@ class CertificateReloader:
         """The certificate being served to new connections, if any."""
         return self._loaded
 
-    @property
-    def loaded_serial(self) -> int | None:
-        """Serial number of the certificate being served, if any."""
-        return self._loaded.serial if self._loaded else None
-
     def describe(self) -> dict[str, Any]:
         """A JSON-ready summary for health endpoints and metrics."""
         cert = self._loaded
@@ -197,15 +190,8 @@ class CertificateReloader:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def cleanup_ctx(self, _app: web.Application) -> AsyncIterator[None]:
-        """aiohttp `cleanup_ctx` hook: watch while the application runs."""
-        await self.start()
-        try:
-            yield
-        finally:
-            await self.stop()
-
     async def __aenter__(self) -> Self:
+        """Start watching (``start``); the block's end stops it (``stop``)."""
         await self.start()
         return self
 

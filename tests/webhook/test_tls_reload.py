@@ -71,6 +71,19 @@ class Served:
     pair: tuple[bytes, bytes]
 
 
+def watching(reloader: CertificateReloader) -> Callable[[web.Application], AsyncIterator[None]]:
+    """An aiohttp ``cleanup_ctx`` hook: the reloader watches its files while the application runs."""
+    async def hook(_app: web.Application) -> AsyncIterator[None]:
+        async with reloader:
+            yield
+
+    return hook
+
+
+def loaded_serial(reloader: CertificateReloader) -> int | None:
+    return reloader.loaded.serial if reloader.loaded else None
+
+
 @pytest.fixture
 def pki(tmp_path: Path) -> Pki:
     ca_cert, ca_key = certs.generate_ca("reload-test-ca", days=2, now=datetime.now(UTC))
@@ -85,7 +98,7 @@ async def served(pki: Pki, aiohttp_server: AiohttpServer) -> Served:
     pki.publish(cert_pem, key_pem)
     reloader = CertificateReloader(pki.secret_dir / "tls.crt", pki.secret_dir / "tls.key", poll_interval=POLL)
     app = make_app()
-    app.cleanup_ctx.append(reloader.cleanup_ctx)
+    app.cleanup_ctx.append(watching(reloader))
     server = await aiohttp_server(app, ssl=reloader.context)
     assert server.port is not None
     return Served(pki, reloader, server.port, app, serial, (cert_pem, key_pem))
@@ -157,7 +170,7 @@ async def eventually(probe: Callable[[], Awaitable[T]], accept: Callable[[T], bo
 
 async def test_initial_certificate_is_served(served: Served) -> None:
     assert served.reloader.ready
-    assert served.reloader.loaded_serial == served.serial
+    assert loaded_serial(served.reloader) == served.serial
     assert await served_serial(served.port, served.pki.ca_file) == served.serial
     assert served.reloader.describe()["serial"] == format(served.serial, "x")
 
@@ -172,7 +185,7 @@ async def test_rotation_reaches_new_connections_without_dropping_old_ones(served
     cert_pem, key_pem, new_serial = served.pki.issue()
     served.pki.publish(cert_pem, key_pem)
     await eventually(lambda: served_serial(served.port, served.pki.ca_file), lambda s: s == new_serial)
-    assert served.reloader.loaded_serial == new_serial
+    assert loaded_serial(served.reloader) == new_serial
     assert served.reloader.reload_count == 2
 
     served.app[RELEASE].set()
@@ -208,7 +221,7 @@ async def test_bad_pair_keeps_old_certificate(served: Served, kind: str) -> None
     await eventually(sync_probe(lambda: served.reloader.failure_count), lambda n: n >= 1)
     assert served.reloader.ready
     assert served.reloader.last_error
-    assert served.reloader.loaded_serial == served.serial
+    assert loaded_serial(served.reloader) == served.serial
     assert await served_serial(served.port, served.pki.ca_file) == served.serial  # context not corrupted
 
     served.pki.publish(cert_pem, key_pem)  # the writer finishes: the next poll picks up the good pair
@@ -225,7 +238,7 @@ async def test_missing_files_then_appear(pki: Pki) -> None:
         assert reloader.failure_count == 1
         cert_pem, key_pem, serial = pki.issue()
         pki.publish(cert_pem, key_pem)
-        await eventually(sync_probe(lambda: reloader.loaded_serial), lambda s: s == serial)
+        await eventually(sync_probe(lambda: loaded_serial(reloader)), lambda s: s == serial)
     assert reloader.describe()["ready"] is True
 
 
@@ -272,7 +285,7 @@ async def test_rotation_under_admission_load_fails_no_request(pki: Pki, aiohttp_
     pki.publish(cert_pem, key_pem)
     reloader = CertificateReloader(pki.secret_dir / "tls.crt", pki.secret_dir / "tls.key", poll_interval=POLL)
     app = create_app(ready_check=lambda: reloader.ready)
-    app.cleanup_ctx.append(reloader.cleanup_ctx)
+    app.cleanup_ctx.append(watching(reloader))
     server = await aiohttp_server(app, ssl=reloader.context)
     port = server.port
     assert port is not None

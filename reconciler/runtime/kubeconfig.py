@@ -154,25 +154,14 @@ def _under(value: Any, base: Path) -> str:
     return str(resolved if resolved.is_absolute() else base / resolved)
 
 
-def _uses_plugin(document: JSONDict) -> bool:
+def uses_plugin(document: JSONDict) -> bool:
+    """True when the current user of a merged kubeconfig (``read_kubeconfigs``) authenticates through an exec
+    or auth-provider plugin."""
     try:
         _, user = _selected(document)
     except KubeconfigError:
         return False
     return "exec" in user or "auth-provider" in user
-
-
-def needs_plugin(*paths: Path) -> bool:
-    """True when the current user of the kubeconfig files authenticates through an exec or auth-provider plugin."""
-    try:
-        return _uses_plugin(read_kubeconfigs(paths))
-    except KubeconfigError:
-        return False
-
-
-def load_kubeconfig(*paths: Path) -> ClientConfig:
-    """The ClientConfig of the current context of the kubeconfig files; KubeconfigError when it cannot work."""
-    return client_config(read_kubeconfigs(paths))
 
 
 def client_config(document: JSONDict) -> ClientConfig:
@@ -259,7 +248,7 @@ async def load_configuration(kubeconfig: str = "", master: str = "") -> Any:
             configuration: Any = in_cluster_config()
         else:
             document = read_kubeconfigs([Path(path) for path in paths])
-            if _uses_plugin(document):
+            if uses_plugin(document):
                 configuration = await _plugin_configuration(paths, document)
             else:
                 configuration = client_config(document)

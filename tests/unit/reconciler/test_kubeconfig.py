@@ -17,13 +17,24 @@ from reconciler.runtime.client import StartupError
 from reconciler.runtime.kubeconfig import (
     ClientConfig,
     KubeconfigError,
+    client_config,
     kubeconfig_paths,
     load_configuration,
-    load_kubeconfig,
-    needs_plugin,
+    read_kubeconfigs,
+    uses_plugin,
 )
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def load_kubeconfig(*paths: Path) -> ClientConfig:
+    """What ``load_configuration`` builds from these files when no credential plugin is involved."""
+    return client_config(read_kubeconfigs(paths))
+
+
+def needs_plugin(*paths: Path) -> bool:
+    """Whether ``load_configuration`` hands these files to kubernetes-asyncio's loader."""
+    return uses_plugin(read_kubeconfigs(paths))
 
 
 def b64(text: str) -> str:

@@ -20,8 +20,8 @@ from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import KubeCluster
 from reconciler.mpijob.context import Settings
 from reconciler.mpijob.controller import Controller
+from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.metrics import OperatorMetrics
-from reconciler.mpijob.resources import MPIJOBS
 from reconciler.mpijob.sshkeys import generate_ssh_key_pair
 from reconciler.mpijob.sync import Reconciler
 from reconciler.options import Options, OptionsError, parse_options

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.mpijob.resources import owned_by_mpijob
+from reconciler.mpijob.custom_resources import owned_by_mpijob
 from reconciler.runtime.metadata import controller_of
 from reconciler.runtime.sharing import SharedDict, SharedList, shared
 from reconciler.runtime.store import Store

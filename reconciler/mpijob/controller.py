@@ -18,7 +18,7 @@ from reconciler.mpijob import caches as slim
 from reconciler.mpijob.builders import GangScheduling
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.context import ResourceExistsError
-from reconciler.mpijob.resources import MPIJOBS, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS, is_mpijob_ref
+from reconciler.mpijob.custom_resources import MPIJOBS, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS, is_mpijob_ref
 from reconciler.mpijob.sync import Reconciler
 from reconciler.mpijob.workers import worker_index
 from reconciler.runtime.api_resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES, Resource

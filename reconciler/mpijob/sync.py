@@ -19,9 +19,9 @@ from reconciler.mpijob import builders, children, gang, workers
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import Cluster, record_events
 from reconciler.mpijob.context import JobContext, ResourceExistsError, Settings
+from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.readiness import CarriedAlong, WorkersSeen, update_workers_ready
-from reconciler.mpijob.resources import MPIJOBS
 from reconciler.mpijob.sshkeys import SSHKeyPair
 from reconciler.mpijob.status import (
     Event,

@@ -4,7 +4,7 @@ the same name before the cache showed it terminating is still deleted when it mu
 from __future__ import annotations
 
 from reconciler.mpijob import builders
-from reconciler.mpijob.resources import MPIJOBS
+from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.runtime.api_resources import PODS
 from reconciler.runtime.expectations import Expectations
 from tests.unit.reconciler.test_sync import EARLIER, World, created_condition, defaulted, new_mpijob

@@ -12,7 +12,7 @@ import pytest
 
 from reconciler.mpijob.caches import slim_mpijob
 from reconciler.mpijob.controller import Controller
-from reconciler.mpijob.resources import MPIJOBS
+from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.status import Event
 from reconciler.runtime.client import ApiError, KubeClient
 from reconciler.runtime.workqueue import WorkQueue

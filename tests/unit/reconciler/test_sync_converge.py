@@ -13,7 +13,7 @@ import pytest
 from reconciler.mpijob import builders
 from reconciler.mpijob.builders import SSHKeyPair
 from reconciler.mpijob.controller import Controller
-from reconciler.mpijob.resources import MPIJOBS
+from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.runtime.api_resources import CONFIG_MAPS, SECRETS, SERVICES, Resource
 from reconciler.runtime.client import KubeClient
 from reconciler.runtime.workqueue import WorkQueue

@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry
 from reconciler.mpijob import builders
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.context import ResourceExistsError, Settings
+from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.metrics import OperatorMetrics
-from reconciler.mpijob.resources import MPIJOBS
 from reconciler.mpijob.status import Event
 from reconciler.mpijob.sync import Reconciler
 from reconciler.runtime.api_resources import CONFIG_MAPS, PODS, SECRETS, SERVICES, Resource

@@ -9,8 +9,8 @@ import pytest
 
 from reconciler.mpijob import builders
 from reconciler.mpijob.caches import slim_pod
+from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.readiness import Readiness, WorkersSeen, assess, set_workers_ready, update_workers_ready
-from reconciler.mpijob.resources import MPIJOBS
 from reconciler.mpijob.status import MAX_MESSAGE, Event, set_condition
 from reconciler.runtime.api_resources import PODS
 from reconciler.runtime.client import ApiError

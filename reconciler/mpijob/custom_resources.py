@@ -1,4 +1,5 @@
-"""The custom resources of the MPIJob logic: MPIJobs and the two PodGroup flavours."""
+"""The custom resources the MPIJob logic reads and writes (MPIJobs, the two PodGroup flavours), and whether an
+object is controlled by an MPIJob."""
 
 from __future__ import annotations
 

@@ -27,10 +27,6 @@ class _Model(BaseModel):
         serialize_by_alias=True,
     )
 
-    def to_dict(self) -> JSONDict:
-        """The wire form: camelCase keys, unset and null fields left out, unknown fields kept."""
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
-
 
 class SchedulingPolicy(_Model):
     min_available: int | None = None

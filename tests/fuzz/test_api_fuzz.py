@@ -30,7 +30,7 @@ from shared.api.field_errors import MAX_REPORTED, capped, render_value
 from shared.api.parse import MAX_NESTING
 from tests.fuzz.figures import BUDGETS, Counter, fuzz_settings, measured
 from tests.fuzz.strategies import MPIJOBS, json_values
-from tests.unit.helpers import with_defaults
+from tests.unit.helpers import wire, with_defaults
 
 
 def assert_field_errors(errors: list[FieldError]) -> None:
@@ -59,7 +59,7 @@ def check_job(obj: Any, old: Any, counter: Counter) -> None:
     assert defaulted_dict(defaulted) == defaulted  # idempotent
     again = with_defaults(job)
     assert with_defaults(again) == again
-    assert again.to_dict() == with_defaults(again).to_dict()
+    assert wire(again) == wire(with_defaults(again))
     errors = validate(job)
     assert_field_errors(errors)
     counter.count("invalid" if errors else "valid")

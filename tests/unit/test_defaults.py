@@ -13,6 +13,7 @@ import pytest
 
 from shared.api import MPIJob, defaulted_dict, defaults_patch
 from shared.api.defaults import missing_defaults
+from tests.unit.helpers import wire
 from webhook import admission
 
 BASE_DEFAULTS: dict[str, Any] = {
@@ -81,7 +82,7 @@ CASES = [
 def test_unknown_fields_survive_defaulting() -> None:
     given = job({"mpiReplicaSpecs": {"Launcher": {"futureField": [1, 2]}}, "futureSpecField": {"a": "b"}})
     given["futureTop"] = True
-    out = MPIJob.model_validate(defaulted_dict(given)).to_dict()
+    out = wire(MPIJob.model_validate(defaulted_dict(given)))
     assert out["futureTop"] is True
     assert out["spec"]["futureSpecField"] == {"a": "b"}
     assert out["spec"]["mpiReplicaSpecs"]["Launcher"]["futureField"] == [1, 2]
@@ -145,7 +146,7 @@ def test_patch_agrees_with_defaulted_dict(given: dict[str, Any], expected: dict[
 @pytest.mark.parametrize(("given", "expected"), CASES)
 def test_defaulted_dict_agrees_and_leaves_its_input_alone(given: dict[str, Any], expected: dict[str, Any]) -> None:
     before = copy.deepcopy(given)
-    assert MPIJob.model_validate(defaulted_dict(given)).to_dict() == expected
+    assert wire(MPIJob.model_validate(defaulted_dict(given))) == expected
     assert given == before
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from shared.api import MPIJob, admission_warnings, parse_mpijob
 from shared.api.parse import field_path
-from tests.unit.helpers import with_defaults
+from tests.unit.helpers import wire, with_defaults
 
 
 def job(worker_pod: dict[str, Any] | None = None, launcher_pod: dict[str, Any] | None = None,
@@ -81,8 +81,8 @@ def test_parse_keeps_a_valid_job() -> None:
     parsed, errors = parse_mpijob({"metadata": {"name": "pi"}, "spec": {"slotsPerWorker": 2}})
     assert errors == []
     assert parsed is not None
-    assert parsed.to_dict() == {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "pi"},
-                                "spec": {"slotsPerWorker": 2}}
+    assert wire(parsed) == {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "pi"},
+                          "spec": {"slotsPerWorker": 2}}
 
 
 @pytest.mark.parametrize(("loc", "path"), [

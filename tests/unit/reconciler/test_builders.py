@@ -28,6 +28,7 @@ from reconciler.mpijob.builders import (
 )
 from shared.api import MPIJob
 from shared.jsondict import JSONDict
+from tests.unit.helpers import wire
 from tests.unit.reconciler.helpers import make_job, owner_ref, replica, vandalize
 
 OPERATOR = "training.kubeflow.org/operator-name"
@@ -444,13 +445,13 @@ def every_object(job: MPIJob) -> list[JSONDict]:
 
 def test_builders_neither_mutate_nor_share_with_the_job() -> None:
     overrides, *_ = overrides_case()
-    spec = overrides.to_dict()["spec"]
+    spec = wire(overrides)["spec"]
     spec["runPolicy"]["schedulingPolicy"] = {"minAvailable": 2, "minResources": {"cpu": "1"}}
     job = make_job("bar", "foo", annotations={"scheduling.volcano.sh/queue-name": "q"}, **spec)
-    before = job.to_dict()
+    before = wire(job)
     built = every_object(job)
     reference = orjson.loads(orjson.dumps(built))
-    assert job.to_dict() == before
+    assert wire(job) == before
     vandalize(built)  # also proves that no builder hands out a module-level constant
-    assert job.to_dict() == before
+    assert wire(job) == before
     assert every_object(job) == reference

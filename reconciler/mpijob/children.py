@@ -9,7 +9,7 @@ from __future__ import annotations
 from reconciler.mpijob import builders
 from reconciler.mpijob.caches import slim_job
 from reconciler.mpijob.context import JobContext
-from reconciler.mpijob.objects import create_or_get, ensure_controlled, get_or_create
+from reconciler.mpijob.ensure import create_or_read, ensure_controlled, get_or_create
 from reconciler.mpijob.status import Event, launcher_done, phase
 from reconciler.runtime.api_resources import CONFIG_MAPS, JOBS, SECRETS, SERVICES, Resource
 from reconciler.runtime.client import ApiError
@@ -77,7 +77,7 @@ async def ensure_secret(ctx: JobContext) -> None:
     pair gets a new pair, and an intact pair is never replaced (running jobs keep their credentials)."""
     existing = ctx.caches.secrets.get(ctx.namespace, names.ssh_secret_name(ctx.name))
     if existing is None:
-        existing, created = await create_or_get(ctx, SECRETS, builders.build_ssh_secret(ctx.job, ctx.keygen()))
+        existing, created = await create_or_read(ctx, SECRETS, builders.build_ssh_secret(ctx.job, ctx.keygen()))
         if created:
             return
     ensure_controlled(ctx, existing, SECRETS)

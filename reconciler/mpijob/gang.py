@@ -7,7 +7,7 @@ import logging
 from reconciler.mpijob import builders
 from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.custom_resources import SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
-from reconciler.mpijob.objects import ensure_controlled, get_or_create
+from reconciler.mpijob.ensure import ensure_controlled, get_or_create
 from reconciler.runtime.api_resources import PRIORITY_CLASSES, Resource
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.metadata import meta

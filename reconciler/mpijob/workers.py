@@ -14,7 +14,7 @@ from typing import TypeVar
 from reconciler.mpijob import builders
 from reconciler.mpijob.caches import slim_pod
 from reconciler.mpijob.context import JobContext
-from reconciler.mpijob.objects import create_or_get, ensure_controlled
+from reconciler.mpijob.ensure import create_or_read, ensure_controlled
 from reconciler.mpijob.status import Event, is_pod_ready, phase
 from reconciler.runtime.api_resources import PODS
 from reconciler.runtime.client import ApiError
@@ -100,7 +100,7 @@ async def _create(ctx: JobContext, index: int) -> JSONDict:
     """Create worker ``index`` (or read it when it exists); a pod the job does not control stops the sync. The
     pod is kept slim, as the cache holds it: a large job's creates would otherwise keep a full pod (about 10 KiB
     decoded) each until the sync ends."""
-    pod, _ = await create_or_get(ctx, PODS, builders.build_worker(ctx.job, index, ctx.settings.gang))
+    pod, _ = await create_or_read(ctx, PODS, builders.build_worker(ctx.job, index, ctx.settings.gang))
     ensure_controlled(ctx, pod, PODS)
     ctx.expectations.created(ctx.namespace, meta(pod)["name"])
     return slim_pod(pod) or pod

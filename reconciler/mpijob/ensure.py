@@ -1,4 +1,5 @@
-"""Get-or-create of a child object, and the ownership check every child passes (upstream's ``ErrResourceExists``).
+"""Ensuring a child exists and is the job's: get-or-create, and the ownership check every child passes
+(upstream's ``ErrResourceExists``).
 
 A create that answers 409 AlreadyExists (a cache that lags, a restarted reconciler, an object the cache
 does not hold because no MPIJob controls it) reads the object and goes on with it when the job controls it.
@@ -21,8 +22,8 @@ def ensure_controlled(ctx: JobContext, obj: JSONDict, resource: Resource) -> JSO
     return obj
 
 
-async def create_or_get(ctx: JobContext, resource: Resource, desired: JSONDict) -> tuple[JSONDict, bool]:
-    """Create ``desired``; when it already exists, the stored object instead. True when just created."""
+async def create_or_read(ctx: JobContext, resource: Resource, desired: JSONDict) -> tuple[JSONDict, bool]:
+    """Create ``desired``; when it already exists, the stored object, read from the API. True when just created."""
     try:
         return await ctx.cluster.create(resource, desired), True
     except ApiError as error:
@@ -36,5 +37,5 @@ async def get_or_create(ctx: JobContext, store: Store, resource: Resource, desir
     existing = store.get(ctx.namespace, desired["metadata"]["name"])
     created = False
     if existing is None:
-        existing, created = await create_or_get(ctx, resource, desired)
+        existing, created = await create_or_read(ctx, resource, desired)
     return ensure_controlled(ctx, existing, resource), created

@@ -31,7 +31,7 @@ from reconciler.mpijob.builders import (
     build_worker,
     config_map_size_errors,
 )
-from reconciler.mpijob.builders.common import worker_replicas
+from reconciler.mpijob.builders.job_facts import worker_replicas
 from shared.api import MPIJob, defaulted_dict, parse_mpijob, validate
 from shared.api import constants as c
 from shared.api.field_errors import FieldError, capped

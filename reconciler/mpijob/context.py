@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from reconciler.mpijob.builders import GangScheduling
-from reconciler.mpijob.builders.common import is_suspended, run_policy_of, worker_replicas
+from reconciler.mpijob.builders.job_facts import is_suspended, run_policy_of, worker_replicas
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import Cluster, record_events
 from reconciler.mpijob.sshkeys import SSHKeyPair

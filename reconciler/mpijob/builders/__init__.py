@@ -5,7 +5,7 @@ dict, exactly as it is POSTed to the API server. No I/O, no clock, no randomness
 shares a mutable sub-object with the job, so callers may change it freely.
 """
 
-from reconciler.mpijob.builders.common import controller_ref, replacing_merge_patch
+from reconciler.mpijob.builders.child_object import controller_ref, replacing_merge_patch
 from reconciler.mpijob.builders.config_map import (
     CONFIG_MAP_MAX_BYTES,
     RunningWorker,

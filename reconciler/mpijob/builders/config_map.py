@@ -6,10 +6,9 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from reconciler.mpijob.builders.common import (
-    app_labels,
+from reconciler.mpijob.builders.child_object import app_labels, object_meta
+from reconciler.mpijob.builders.job_facts import (
     mpi_implementation,
-    object_meta,
     runs_launcher_as_worker,
     slots_per_worker,
     worker_replicas,

@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-from reconciler.mpijob.builders.common import (
-    DISCOVER_HOSTS_MODE,
-    HOSTFILE_MODE,
-    app_labels,
-    append_items,
-    controller_ref,
-    copy_template,
-    first_container,
+from reconciler.mpijob.builders.child_object import app_labels, controller_ref, object_meta
+from reconciler.mpijob.builders.job_facts import (
     is_suspended,
-    json_copy,
     mpi_implementation,
-    object_meta,
-    pod_template_meta,
     replica_restart_policy,
     run_policy_of,
     runs_launcher_as_worker,
+    slots_per_worker,
+)
+from reconciler.mpijob.builders.pod_template import (
+    append_items,
+    copy_template,
+    first_container,
+    json_copy,
+    pod_template_meta,
     set_host_identity,
     set_pod_labels,
     setup_ssh,
-    slots_per_worker,
 )
 from reconciler.mpijob.builders.podgroup import GangScheduling, decorate_pod_template
 from shared.api import constants as c
@@ -32,6 +30,8 @@ from shared.jsondict import JSONDict
 POD_REPLACEMENT_FAILED = "Failed"
 HOSTFILE_PATH = f"{c.CONFIG_MOUNT_PATH}/{c.HOSTFILE_NAME}"
 SSH_CONNECTION_ATTEMPTS = "-o ConnectionAttempts=10"
+HOSTFILE_MODE = 0o444
+DISCOVER_HOSTS_MODE = 0o555
 SCHEDULING_DIRECTIVES = ("nodeSelector", "tolerations", "schedulingGates")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from reconciler.mpijob.builders.common import run_policy_of
+from reconciler.mpijob.builders.job_facts import run_policy_of
 from reconciler.mpijob.builders.quantity import Quantity, canonical, parse_quantity
 from shared.api import constants as c
 from shared.api.types import MPIJob, ReplicaSpec

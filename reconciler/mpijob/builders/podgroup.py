@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reconciler.mpijob.builders.common import object_meta, run_policy_of, worker_replicas
+from reconciler.mpijob.builders.child_object import object_meta
+from reconciler.mpijob.builders.job_facts import run_policy_of, worker_replicas
 from reconciler.mpijob.builders.min_resources import PriorityLookup, calculate_min_resources, no_priority_classes
 from shared.api import constants as c
 from shared.api import names

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 
-from reconciler.mpijob.builders.common import app_labels, object_meta
+from reconciler.mpijob.builders.child_object import app_labels, object_meta
 from shared.api import constants as c
 from shared.api import names
 from shared.api.types import MPIJob

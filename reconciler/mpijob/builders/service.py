@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from reconciler.mpijob.builders.common import app_labels, object_meta, replacing_merge_patch, runs_launcher_as_worker
+from reconciler.mpijob.builders.child_object import app_labels, object_meta, replacing_merge_patch
+from reconciler.mpijob.builders.job_facts import runs_launcher_as_worker
 from shared.api import names
 from shared.api.types import MPIJob
 from shared.jsondict import JSONDict

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from reconciler.mpijob.builders.common import (
+from reconciler.mpijob.builders.child_object import controller_ref
+from reconciler.mpijob.builders.job_facts import replica_restart_policy, runs_launcher_as_worker
+from reconciler.mpijob.builders.pod_template import (
     append_items,
-    controller_ref,
     copy_template,
     first_container,
     pod_template_meta,
-    replica_restart_policy,
-    runs_launcher_as_worker,
     set_host_identity,
     set_pod_labels,
     setup_ssh,

@@ -12,9 +12,11 @@ its defaults (no rate flags) and with raised limits (``--kube-api-qps=1000 --kub
   the Go operator needs ~400 s per rate);
 - B5: API writes of one W=64 job from creation to Succeeded to cleanup, from the audit log;
 - B6: RSS idle and with the largest B3 job live, CPU-seconds per 1000 pods created (hack/procstat.py).
-It prints the figures, keeps them as JSON (outside the checkout), writes the peer section of
-docs/benchmarks.md (ratio table with min/median/max) and PNG plots under docs/img/.
-``python -m hack.bench_peer --render RESULTS.json [...]`` redraws the section and plots from saved results.
+It prints the figures and keeps them as JSON while it runs (outside the checkout); at the end it writes the
+run's figures to hack/bench/results/peer.json and its per-round measurements to peer-rounds.json (with the date
+and commit), PNG plots under docs/img/, and the summary of docs/benchmarks.md from the results files
+(hack/benchdoc.py). ``python -m hack.bench_peer --render RESULTS.json [...]`` does the same from saved results
+(e.g. hack/bench/results/peer-rounds.json); ``--no-docs`` only prints.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hack import benchdoc
 from hack.apiload import ApiLoad
 from hack.bench_reconciler import pod_ceiling
-from hack.peer import measure, report
+from hack.peer import measure, report, summary
 from hack.peer.operators import (
     LOCK_NAMESPACE,
     SETTINGS,
@@ -83,10 +86,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--results", type=Path, default=None, help="JSON results file (default: in the cache)")
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/ alone")
     parser.add_argument("--img-dir", type=Path, default=IMG)
-    parser.add_argument("--doc", type=Path, default=DOCS / "benchmarks.md", help="the page holding the peer section")
-    parser.add_argument("--note", action="append", default=[], help="a note printed under the section")
+    parser.add_argument("--doc", type=Path, default=DOCS / "benchmarks.md", help="the page holding the summary")
+    parser.add_argument("--note", action="append", default=[], help="a note kept in the results file")
     parser.add_argument("--render", type=Path, nargs="+", default=None,
-                        help="no measurement: redraw the docs section and plots from these results files")
+                        help="no measurement: the results files, plots and summary from these saved results")
     return parser.parse_args(argv)
 
 
@@ -97,7 +100,8 @@ def new_results(args: argparse.Namespace) -> dict[str, Any]:
     skip = set(args.skip.split(","))
     return {
         "meta": {
-            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "rounds": args.rounds,
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "commit": benchdoc.current_commit(),
+            "rounds": args.rounds,
             "settings": settings, "sizes": {s: [] if "b3" in skip else sizes[s] for s in settings},
             "b4_rates": [] if "b4" in skip else [float(r) for r in args.b4_rates.split(",") if r],
             "b4_settings": [s for s in args.b4_settings.split(",") if s], "b4_jobs": args.b4_jobs,
@@ -273,16 +277,17 @@ def public_args(argv: list[str]) -> list[str]:
 
 
 def merge(files: list[Path]) -> dict[str, Any]:
-    """Several results files as one: rounds renumbered so that each file's rounds pair among themselves."""
+    """Several results files as one: each file's runs keep their own B0 (``source``) and rounds (renumbered by
+    100 a source, so that they pair among themselves); a file merged before keeps its sources apart."""
     merged: dict[str, Any] | None = None
-    for index, path in enumerate(files):
+    offset = 0
+    for path in files:
         data = json.loads(path.read_text())
-        for run in data["runs"]:
-            run["round"] += 100 * index
-            run["source"] = index
-        for b0 in data["b0"]:
-            b0["round"] += 100 * index
-            b0["source"] = index
+        items = [*data["runs"], *data["b0"]]
+        for item in items:
+            item["round"] += 100 * offset
+            item["source"] = offset + item.get("source", 0)
+        offset = 1 + max((item["source"] for item in items), default=offset)
         command = " ".join(["python -m hack.bench_peer", *public_args(data["meta"].get("argv", []))])
         if merged is None:
             merged = data
@@ -291,6 +296,7 @@ def merge(files: list[Path]) -> dict[str, Any]:
         meta = merged["meta"]
         meta["commands"].append(command)
         meta["date"] = f"{meta['date']} and {data['meta']['date']}"
+        meta["commit"] = f"{meta.get('commit', 'unrecorded')} and {data['meta'].get('commit', 'unrecorded')}"
         meta["rounds"] = f"{meta['rounds']}+{data['meta']['rounds']}"
         for setting in data["meta"]["settings"]:
             if setting not in meta["settings"]:
@@ -307,9 +313,8 @@ def merge(files: list[Path]) -> dict[str, Any]:
 
 
 def render(results: dict[str, Any], args: argparse.Namespace, command: str) -> None:
-    print("\n" + report.table(results))
-    for line in report.floor_lines(results):
-        print(line)
+    figures = summary.summarize(results, results["meta"].get("commit", "unrecorded"), command, [])
+    print("\n" + summary.full_text(figures))
     if args.no_docs:
         return
     images = [report.plot_summary(results, args.img_dir / "peer-summary.png"),
@@ -317,9 +322,13 @@ def render(results: dict[str, Any], args: argparse.Namespace, command: str) -> N
     cdf = report.plot_b4(results, args.img_dir / "peer-b4-cdf.png")
     if cdf is not None:
         images.append(cdf)
-    text = report.section(results, [p.resolve() for p in images], args.doc.resolve().parent, command)
-    report.replace_section(args.doc, text)
-    print(f"\nwrote the peer section of {args.doc} and {', '.join(p.name for p in images)}")
+    figures["plots"] = [Path(os.path.relpath(p.resolve(), REPO_ROOT)).as_posix() for p in images]
+    rounds = {**results, "meta": {**results["meta"], "argv": public_args(results["meta"].get("argv", []))}}
+    benchdoc.write_json(summary.ROUNDS, rounds, places=4)
+    benchdoc.write_json(summary.PEER, figures)
+    benchdoc.rewrite(args.doc)
+    written = [os.path.relpath(p, REPO_ROOT) for p in (summary.PEER, summary.ROUNDS, *images)]
+    print(f"\nwrote {', '.join(written)} and the summary of {args.doc.name}")
 
 
 def main() -> None:
@@ -327,7 +336,7 @@ def main() -> None:
     if args.render:
         results = merge(args.render)
         results["meta"]["notes"] = [*results["meta"].get("notes", []), *args.note]
-        render(results, args, "`; `".join(results["meta"]["commands"]))
+        render(results, args, "; ".join(results["meta"]["commands"]))
         return
     results = new_results(args)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -7,6 +7,8 @@ The configurations are interleaved: every round measures the trivial handler and
 back to back for each size and concurrency (the order reversed every other round), so that load from
 other processes hits both alike; the ratio ours/trivial is taken per round. Prints medians with min-max
 over the rounds: req/s, p50/p99, server CPU per request, req/s per core of server CPU, idle and peak RSS.
+Writes them, with the date and commit, to hack/bench/results/webhook.json and the summary of
+docs/benchmarks.md from the results files (hack/benchdoc.py); ``--no-docs`` only prints.
 A benchmark, not a test: it asserts only that every answer was a 200. Installs ``wrk`` with apt-get when
 it is missing and we are root. Usage: ``python -m hack.bench_webhook [--rounds 3] [--sizes 5,20,50]``.
 """
@@ -15,21 +17,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import platform
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 
+from hack import benchdoc
+from hack.benchdoc import show, stat
 from hack.payloads import admission_review, mpijob_of_size
 from hack.procstat import ProcessSample, free_port, wait_for_https
 
@@ -165,37 +171,51 @@ def measure(endpoint: str, size_kb: int, concurrency: int, number: int, port: in
     return run
 
 
-def spread(values: Sequence[float], fmt: str) -> str:
-    """``median (min-max)``, or the value alone for one round."""
-    median = format(statistics.median(values), fmt)
-    if len(values) == 1:
-        return median
-    return f"{median} ({format(min(values), fmt)}-{format(max(values), fmt)})"
+def summarize(runs: list[Run], memory: dict[str, float], args: argparse.Namespace, date: str,
+              argv: list[str]) -> dict[str, Any]:
+    """The run's figures as hack/bench/results/webhook.json keeps them: per endpoint, size and concurrency the
+    median, min and max over the rounds, and ours/trivial per core paired within each round (percent)."""
+    groups: dict[tuple[str, int, int], list[Run]] = {}
+    for run in sorted(runs, key=lambda r: (r.size_kb, r.concurrency)):
+        groups.setdefault((run.endpoint, run.size_kb, run.concurrency), []).append(run)
+    trivial = {(r.size_kb, r.concurrency, r.round): r for r in runs if r.endpoint == "trivial"}
+    fields = ("requests_per_s", "p50_ms", "p99_ms", "cpu_us_per_request", "per_core")
+    rows, ratios = [], []
+    for (endpoint, size_kb, concurrency), group in groups.items():
+        where = {"endpoint": endpoint, "size_kb": size_kb, "concurrency": concurrency}
+        rows.append({**where, **{field: stat([getattr(r, field) for r in group]) for field in fields}})
+        if endpoint != "trivial":
+            paired = [r.per_core / trivial[(size_kb, concurrency, r.round)].per_core * 100 for r in group]
+            ratios.append({**where, "percent": stat(paired)})
+    return {
+        "benchmark": "webhook", "provenance": "measured",
+        "command": " ".join(["python -m hack.bench_webhook", *(a for a in argv if a != "--no-docs")]),
+        "date": date, "commit": benchdoc.current_commit(),
+        "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}", "rounds": args.rounds,
+        "sizes_kb": args.sizes, "concurrency": args.concurrency, "duration_s": args.duration,
+        "warmup_s": args.warmup, "log_level": args.log_level,
+        "rows": rows, "ratios": ratios, "memory": memory,
+        "runs": [{**dataclasses.asdict(r), "per_core": r.per_core} for r in runs],
+    }
 
 
-def report(runs: list[Run], memory: dict[str, float], args: argparse.Namespace) -> None:
-    print(f"# B2 webhook server alone: {os.cpu_count()} CPUs, Python {platform.python_version()}, wrk keep-alive "
-          f"over TLS, {args.rounds} interleaved round(s) of {args.duration:g} s per row after {args.warmup:g} s "
-          f"warm-up, webhook log level {args.log_level}; median (min-max) over the rounds")
+def report(figures: dict[str, Any]) -> None:
+    print(f"# B2 webhook server alone: {figures['machine']}, wrk keep-alive over TLS, {figures['rounds']} interleaved "
+          f"round(s) of {figures['duration_s']:g} s per row after {figures['warmup_s']:g} s warm-up, webhook log level "
+          f"{figures['log_level']}; median (min-max) over the rounds")
     print("| endpoint | body | c | req/s | p50 ms | p99 ms | server CPU µs/req | req/s per core |")
     print("|---|---|---|---|---|---|---|---|")
-    groups: dict[tuple[str, int, int], list[Run]] = {}
-    for run in runs:
-        groups.setdefault((run.endpoint, run.size_kb, run.concurrency), []).append(run)
-    for (endpoint, size_kb, concurrency), group in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][2])):
-        cells = [spread([r.requests_per_s for r in group], ",.0f"), spread([r.p50_ms for r in group], ".2f"),
-                 spread([r.p99_ms for r in group], ".2f"), spread([r.cpu_us_per_request for r in group], ".0f"),
-                 spread([r.per_core for r in group], ",.0f")]
-        print(f"| {endpoint} | {size_kb} KB | {concurrency} | {' | '.join(cells)} |")
+    for row in figures["rows"]:
+        cells = [show(row["requests_per_s"], 0, sep=True), show(row["p50_ms"]), show(row["p99_ms"]),
+                 show(row["cpu_us_per_request"], 0), show(row["per_core"], 0, sep=True)]
+        print(f"| {row['endpoint']} | {row['size_kb']} KB | {row['concurrency']} | {' | '.join(cells)} |")
+    memory = figures["memory"]
     print(f"\nwebhook RSS: idle {memory['idle_mib']:.1f} MiB ({memory['idle_mib'] * 1.048576:.1f} MB), "
           f"after the runs {memory['end_mib']:.1f} MiB, peak {memory['peak_mib']:.1f} MiB; "
           f"trivial handler idle {memory['trivial_idle_mib']:.1f} MiB")
-    trivial = {(r.size_kb, r.concurrency, r.round): r for r in runs if r.endpoint == "trivial"}
     print("\nours / trivial, req/s per core of server CPU, paired within each round: median (min-max)")
-    for (endpoint, size_kb, concurrency), group in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][2])):
-        if endpoint != "trivial":
-            ratios = [r.per_core / trivial[(size_kb, concurrency, r.round)].per_core * 100 for r in group]
-            print(f"- {endpoint} {size_kb} KB c={concurrency}: {spread(ratios, '.1f')} %")
+    for ratio in figures["ratios"]:
+        print(f"- {ratio['endpoint']} {ratio['size_kb']} KB c={ratio['concurrency']}: {show(ratio['percent'], 1)} %")
 
 
 def integers(text: str) -> list[int]:
@@ -210,11 +230,18 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=8.0, help="seconds measured per configuration")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds of warm-up per configuration")
     parser.add_argument("--log-level", default="info", help="the webhook's log level (info: one line per request)")
+    parser.add_argument("--no-docs", action="store_true", help="print only; leave hack/bench/results and docs/ alone")
     args = parser.parse_args()
     ensure_wrk()
+    began = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     with tempfile.TemporaryDirectory(prefix="bench-webhook-") as tmp:
         runs, memory = run_all(Path(tmp), args)
-    report(runs, memory, args)
+    figures = summarize(runs, memory, args, began, sys.argv[1:])
+    report(figures)
+    if not args.no_docs:
+        benchdoc.write_json(benchdoc.RESULTS / "webhook.json", figures)
+        benchdoc.rewrite()
+        print(f"\nwrote hack/bench/results/webhook.json and the summary of {benchdoc.DOC.name}")
 
 
 if __name__ == "__main__":

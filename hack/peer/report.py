@@ -1,18 +1,16 @@
-"""Results of the peer benchmark -> ratio tables (Markdown), the docs/benchmarks.md section and PNG plots."""
+"""Results of the peer benchmark -> the figures a results file keeps (rows of Go's and our figures with the
+ratio per round, the B0 floors, B5's writes), their Markdown, and PNG plots."""
 
 from __future__ import annotations
 
-import os
 import statistics
 import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from hack.procstat import describe_shares
+from hack.benchdoc import Figure, show, stat
 
-SECTION_START = "<!-- bench-peer: start (written by hack/bench_peer.py; replaced on each run) -->"
-SECTION_END = "<!-- bench-peer: end -->"
 NAMES = {"go": "Go mpi-operator v0.8.2", "ours": "ours"}
 
 Run = dict[str, Any]
@@ -43,19 +41,14 @@ def pct(values: list[float], p: float) -> float:
 
 def spread(values: list[float], digits: int = 2) -> str:
     """``median (min-max)``."""
-    if not values:
-        return "-"
-    med = statistics.median(values)
-    if len(values) == 1:
-        return f"{med:.{digits}f}"
-    return f"{med:.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+    return show(stat(values), digits)
 
 
-def ratio_cells(values: list[float], digits: int = 2) -> str:
+def ratio_cells(figure: Figure | None, digits: int = 2) -> str:
     """``min | median | max`` cells."""
-    if not values:
+    if figure is None:
         return "- | - | -"
-    return " | ".join(f"{v:.{digits}f}" for v in (min(values), statistics.median(values), max(values)))
+    return " | ".join(f"{figure[k]:.{digits}f}" for k in ("min", "median", "max"))
 
 
 def values(pairs: Iterable[tuple[Run, Run]], metric: Callable[[Run], float | None], side: int) -> list[float]:
@@ -133,56 +126,75 @@ def loaded_rss(workers: int) -> Callable[[Run], float | None]:
     return metric
 
 
-def table(results: dict[str, Any]) -> str:
-    """The Markdown ratio table: one row per metric, Go and our medians (min-max), the ratio per round."""
+def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per metric: Go's and our figures over the paired rounds, and the ratio of each round's pair
+    (Go/ours for times, ours/Go for jobs/s, writes, memory and CPU)."""
     meta = results["meta"]
-    lines = ["| benchmark | setting | metric | Go (median, min-max) | ours (median, min-max) | ratio | "
-             "min | median | max |", "|---|---|---|---|---|---|---|---|---|"]
+    out: list[dict[str, Any]] = []
 
-    def row(bench: str, setting: str, metric: str, fn: Callable[[Run], float | None], digits: int = 2,
-            ours_over_go: bool = False, ratio_digits: int = 2) -> None:
+    def row(bench: str, setting: str, key: str, metric: str, fn: Callable[[Run], float | None], digits: int = 2,
+            ours_over_go: bool = False, censored: dict[str, Any] | None = None) -> None:
         pairs = paired(results, setting)
-        if not pairs:
-            return
         go_v, our_v = values(pairs, fn, 0), values(pairs, fn, 1)
         if not go_v and not our_v:
             return
-        label = "ours/Go" if ours_over_go else "Go/ours"
-        lines.append(f"| {bench} | {setting} | {metric} | {spread(go_v, digits)} | {spread(our_v, digits)} | "
-                     f"{label} | {ratio_cells(ratios(pairs, fn, ours_over_go), ratio_digits)} |")
+        out.append({"benchmark": bench, "setting": setting, "key": key, "metric": metric, "digits": digits,
+                    "go": stat(go_v), "ours": stat(our_v), "ratio_of": "ours/go" if ours_over_go else "go/ours",
+                    "ratio": stat(ratios(pairs, fn, ours_over_go)), **({"censored": censored} if censored else {})})
 
     for setting in meta["settings"]:
         for workers in meta["sizes"][setting]:
-            row("B3", setting, f"POST to all {workers} workers created (s)", _b3_field(workers, "ttac"), 3)
+            row("B3", setting, f"ttac/{workers}", f"POST to all {workers} workers created (s)",
+                _b3_field(workers, "ttac"), 3)
         for workers in meta["sizes"][setting]:
-            row("B3", setting, f"POST to launcher Job created, W={workers} (s)", _b3_field(workers, "launcher"), 3)
+            row("B3", setting, f"launcher/{workers}", f"POST to launcher Job created, W={workers} (s)",
+                _b3_field(workers, "launcher"), 3)
     for setting in meta["settings"]:
         for rate in meta["b4_rates"] if setting in meta["b4_settings"] else []:
-            note = censored_note(results, setting, rate)
-            row("B4", setting, f"p50 POST to launcher at {rate:g}/s (s){note}", _b4_pct(rate, 50), 3)
-            row("B4", setting, f"p99 POST to launcher at {rate:g}/s (s){note}", _b4_pct(rate, 99), 3)
+            censored = censored_counts(results, setting, rate)
+            for p in (50, 99):
+                row("B4", setting, f"p{p}/{rate:g}", f"p{p} POST to launcher at {rate:g}/s (s)", _b4_pct(rate, p), 3,
+                    censored=censored)
         if setting in meta["b4_settings"]:
             for rates in b4_rate_sets(paired(results, setting)):  # runs of other rates sustain other maxima
                 def of_these(run: Run, rates: tuple[float, ...] = rates) -> float | None:
                     return sustained(run) if b4_rates_of(run) == rates else None
 
-                row("B4", setting, f"jobs/s sustained with p99 <= 2 s, of {'/'.join(f'{r:g}' for r in rates)}/s",
+                listed = "/".join(f"{r:g}" for r in rates)
+                row("B4", setting, f"sustained/{listed}", f"jobs/s sustained with p99 <= 2 s, of {listed}/s",
                     of_these, 1, ours_over_go=True)
     for setting in meta["settings"]:
-        row("B5", setting, f"API writes per job, W={meta['b5_workers']}", total_writes, 0, ours_over_go=True)
-        row("B5", setting, "writes but the cleanup's pod deletions", writes_before_cleanup, 0, ours_over_go=True)
-        row("B5", setting, "non-create writes per job (incl. pod deletions)", non_create_writes, 0,
+        row("B5", setting, "writes", f"API writes per job, W={meta['b5_workers']}", total_writes, 0, ours_over_go=True)
+        row("B5", setting, "writes_before_cleanup", "writes but the cleanup's pod deletions", writes_before_cleanup, 0,
             ours_over_go=True)
+        row("B5", setting, "non_create_writes", "non-create writes per job (incl. pod deletions)", non_create_writes,
+            0, ours_over_go=True)
     for setting in meta["settings"]:
-        row("B6", setting, "RSS idle (MiB)", idle_rss, 1, ours_over_go=True)
+        row("B6", setting, "rss_idle", "RSS idle (MiB)", idle_rss, 1, ours_over_go=True)
         big = [w for w in meta["sizes"][setting] if w >= 512 or w == max(meta["sizes"][setting])]
         for workers in big:
-            row("B6", setting, f"RSS with the W={workers} job live (MiB)", loaded_rss(workers), 1,
+            row("B6", setting, f"rss/{workers}", f"RSS with the W={workers} job live (MiB)", loaded_rss(workers), 1,
                 ours_over_go=True)
         for workers in big:
-            row("B6", setting, f"CPU-s per 1,000 pods created (W={workers} job)", cpu_per_1000(workers), 2,
-                ours_over_go=True)
+            row("B6", setting, f"cpu_per_1000/{workers}", f"CPU-s per 1,000 pods created (W={workers} job)",
+                cpu_per_1000(workers), 2, ours_over_go=True)
+    return out
+
+
+def table_text(rows: list[dict[str, Any]]) -> str:
+    """The Markdown ratio table of ``rows``: Go and our medians (min-max), the ratio per round (min | median | max)."""
+    lines = ["| benchmark | setting | metric | Go (median, min-max) | ours (median, min-max) | ratio | "
+             "min | median | max |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        label = "ours/Go" if r["ratio_of"] == "ours/go" else "Go/ours"
+        lines.append(f"| {r['benchmark']} | {r['setting']} | {r['metric']}{censored_note(r)} | "
+                     f"{show(r['go'], r['digits'])} | {show(r['ours'], r['digits'])} | {label} | "
+                     f"{ratio_cells(r['ratio'])} |")
     return "\n".join(lines)
+
+
+def table(results: dict[str, Any]) -> str:
+    return table_text(rows(results))
 
 
 def _b3_field(workers: int, field: str) -> Callable[[Run], float | None]:
@@ -203,50 +215,83 @@ def _b4_pct(rate: float, p: float) -> Callable[[Run], float | None]:
     return metric
 
 
-def censored_note(results: dict[str, Any], setting: str, rate: float) -> str:
-    notes = []
+def censored_counts(results: dict[str, Any], setting: str, rate: float) -> dict[str, Any] | None:
+    """Per operator with any, how many B4 launchers each round still missed at the end of the wait."""
+    counts, jobs = {}, 0
     for kind in ("go", "ours"):
-        counts = [(len(m.get("censored", [])), m["count"]) for r in runs_of(results, kind, setting)
-                  if (m := b4(r, rate))]
-        if any(n for n, _ in counts):
-            left = "/".join(str(n) for n, _ in counts)
-            notes.append(f"{NAMES[kind]} had {left} of {counts[0][1]} launchers still missing "
-                         f"{results['meta'].get('b4_wait', 0):g} s after the last POST: lower bounds")
-    return f" [{'; '.join(notes)}]" if notes else ""
+        rows = [m for r in runs_of(results, kind, setting) if (m := b4(r, rate))]
+        if any(m.get("censored") for m in rows):
+            counts[kind] = [len(m.get("censored", [])) for m in rows]
+            jobs = rows[0]["count"]
+    return {"counts": counts, "of": jobs, "after_s": results["meta"].get("b4_wait", 0)} if counts else None
+
+
+def censored_note(row: dict[str, Any]) -> str:
+    censored = row.get("censored")
+    if not censored:
+        return ""
+    notes = [f"{NAMES[kind]} had {'/'.join(map(str, counts))} of {censored['of']} launchers still missing "
+             f"{censored['after_s']:g} s after the last POST: lower bounds"
+             for kind, counts in censored["counts"].items()]
+    return f" [{'; '.join(notes)}]"
 
 
 def idle_rss(run: Run) -> float | None:
     return float(run["idle_rss_kb"]) / 1024 if "idle_rss_kb" in run else None
 
 
-def floor_lines(results: dict[str, Any]) -> list[str]:
-    """Our default-settings TTAC against the raw create floors of the same run (B0): W / C_max of
-    scheduling-gated pods, and W / C_sched of the worker template as emitted, scheduled and started."""
+def floors(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per results file (of the merged ones): B0's ceilings, and each operator's TTAC at the largest W against
+    the floors W / C_max (scheduling-gated pods) and W / C_sched (the worker template as emitted, scheduled and
+    started), the latter also paired by round; every process's CPU meanwhile (medians, % of one core)."""
     out = []
     sources = sorted({c.get("source", 0) for c in results.get("b0", [])})
     for source in sources:
         b0s = _b0_of(results, source)
         ceilings, scheduled = _rates(b0s, "rate"), _rates(b0s, "scheduled_rate")
         c_max = statistics.median(ceilings)
-        run_label = f" (run {source + 1})" if len(sources) > 1 else ""
-        out.append(f"B0 raw pod-create ceiling C_max{run_label}: {spread(ceilings, 0)} creates/s (2,000 "
-                   "worker-shaped, scheduling-gated Pods, 32 in flight, no operator running)" +
-                   (f"; C_sched, the same Pods as our reconciler emits them, bound and started meanwhile: "
-                    f"{spread(scheduled, 0)} creates/s." if scheduled else "."))
+        jobs = []
         for setting in results["meta"]["settings"]:
             for kind in ("ours", "go"):
                 runs = [r for r in runs_of(results, kind, setting) if r.get("source", 0) == source]
                 big = max(results["meta"]["sizes"][setting], default=0)
                 ttacs = [m["ttac"] for r in runs if (m := b3(r, big))]
                 if ttacs and big:
-                    floor = big / c_max
-                    busy = cpu_line(runs, big)
                     ttac = statistics.median(ttacs)
-                    out.append(f"{NAMES[kind]}, {setting}, W={big}: TTAC {spread(ttacs, 2)} s = "
-                               f"{ttac / floor:.2f}x the floor W/C_max = {floor:.2f} s"
-                               f"{_scheduled_floor(runs, b0s, big, ttac)} of the same run{run_label}" +
-                               (f". CPU from the POST to the last create (medians): {busy}." if busy else "."))
+                    job = {"operator": kind, "setting": setting, "workers": big, "ttac": stat(ttacs),
+                           "floor_c_max": big / c_max, "x_c_max": ttac * c_max / big,
+                           **_scheduled_floor(runs, b0s, big, ttac), **_cpu(runs, big)}
+                    jobs.append(job)
+        out.append({"run": source + 1 if len(sources) > 1 else None, "c_max": stat(ceilings),
+                    "c_sched": stat(scheduled), "jobs": jobs})
     return out
+
+
+def floor_text(floors: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for floor in floors:
+        run_label = f" (run {floor['run']})" if floor["run"] else ""
+        out.append(f"B0 raw pod-create ceiling C_max{run_label}: {show(floor['c_max'], 0)} creates/s (2,000 "
+                   "worker-shaped, scheduling-gated Pods, 32 in flight, no operator running)" +
+                   (f"; C_sched, the same Pods as our reconciler emits them, bound and started meanwhile: "
+                    f"{show(floor['c_sched'], 0)} creates/s." if floor["c_sched"] else "."))
+        for job in floor["jobs"]:
+            text = (f"{NAMES[job['operator']]}, {job['setting']}, W={job['workers']}: TTAC {show(job['ttac'], 2)} s = "
+                    f"{job['x_c_max']:.2f}x the floor W/C_max = {job['floor_c_max']:.2f} s")
+            if "x_c_sched" in job:
+                text += f", {job['x_c_sched']:.2f}x the floor W/C_sched = {job['floor_c_sched']:.2f} s"
+            if paired_c := job.get("paired_c_sched"):
+                text += f" (paired by round: {ratio_cells(paired_c)})"
+            text += f" of the same run{run_label}"
+            if job.get("cpu_percent"):
+                text += f". CPU from the POST to the last create (medians): {cpu_text(job)}"
+            out.append(text + ".")
+    return out
+
+
+def floor_lines(results: dict[str, Any]) -> list[str]:
+    """Each operator's TTAC at the largest W against the raw create floors of the same run (B0)."""
+    return floor_text(floors(results))
 
 
 def _b0_of(results: dict[str, Any], source: int) -> list[dict[str, Any]]:
@@ -259,105 +304,57 @@ def _rates(b0s: list[dict[str, Any]], key: str) -> list[float]:
     return [c[key] for c in b0s if key in c]
 
 
-def _scheduled_floor(runs: list[Run], b0s: list[dict[str, Any]], workers: int, ttac: float) -> str:
-    """The median ``ttac`` against W / C_sched, and each run against its own round's (min | median | max)."""
+def _scheduled_floor(runs: list[Run], b0s: list[dict[str, Any]], workers: int, ttac: float) -> dict[str, Any]:
+    """The median ``ttac`` against W / C_sched, and (over two rounds or more) each run against its own round's."""
     scheduled = _rates(b0s, "scheduled_rate")
     if not scheduled:
-        return ""
+        return {}
     c_sched = statistics.median(scheduled)
     rates = {c["round"]: c["scheduled_rate"] for c in b0s if "scheduled_rate" in c}
     paired = [m["ttac"] * rates[r["round"]] / workers for r in runs if (m := b3(r, workers)) and r["round"] in rates]
-    text = f", {ttac * c_sched / workers:.2f}x the floor W/C_sched = {workers / c_sched:.2f} s"
-    if len(paired) > 1:
-        text += f" (paired by round: {min(paired):.2f} | {statistics.median(paired):.2f} | {max(paired):.2f})"
-    return text
+    out = {"floor_c_sched": workers / c_sched, "x_c_sched": ttac * c_sched / workers}
+    return {**out, "paired_c_sched": stat(paired)} if len(paired) > 1 else out
 
 
-def cpu_line(runs: list[Run], workers: int) -> str | None:
+def _cpu(runs: list[Run], workers: int) -> dict[str, Any]:
     """Every process's CPU during the W-worker B3 job, median over ``runs``, in percent of one core."""
     shares = [m["cpu_percent"] for r in runs if (m := b3(r, workers)) and m.get("cpu_percent")]
     if not shares:
-        return None
-    labels = {label for share in shares for label in share}
-    return describe_shares({label: statistics.median(s.get(label, 0.0) for s in shares) for label in labels})
+        return {}
+    labels = sorted({label for share in shares for label in share})
+    medians = {label: statistics.median(s.get(label, 0.0) for s in shares) for label in labels}
+    return {"cpu_percent": medians, "cpu_total": sum(medians.values())}
 
 
-def b5_detail(results: dict[str, Any]) -> list[str]:
+def cpu_text(job: dict[str, Any], least: float = 2.0) -> str:
+    """``kube-apiserver 98 %, etcd 21 %, ... (all 190 % of one core)``, largest first, those under ``least``
+    percent of one core left out of the list (not out of the total)."""
+    shown = [f"{label} {value:.0f} %" for label, value in sorted(job["cpu_percent"].items(), key=lambda kv: -kv[1])
+             if value >= least]
+    return f"{', '.join(shown)} (all {job['cpu_total']:.0f} % of one core)"
+
+
+def b5_writes(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """B5's writes by verb and resource, and by user agent, of each operator's last round."""
     out = []
     for setting in results["meta"]["settings"]:
         for kind in ("go", "ours"):
             runs = [r for r in runs_of(results, kind, setting) if r.get("b5")]
-            if not runs:
-                continue
-            writes = runs[-1]["b5"]["writes"]
-            detail = ", ".join(f"{k} {n}" for k, n in sorted(writes.items()))
-            agents = "; ".join(f"`{a}` {n}" for a, n in sorted(runs[-1]["b5"]["user_agents"].items()))
-            out.append(f"- {NAMES[kind]}, {setting}, round {runs[-1]['round']}: {detail} (user agents: {agents})")
+            if runs:
+                last = runs[-1]
+                out.append({"operator": kind, "setting": setting, "round": last["round"],
+                            "writes": last["b5"]["writes"], "user_agents": last["b5"]["user_agents"]})
     return out
 
 
-def section(results: dict[str, Any], images: list[Path], docs_dir: Path, commands: str) -> str:
-    meta = results["meta"]
-    links = "\n".join(f"![{p.stem}]({Path(os.path.relpath(p, docs_dir)).as_posix()})" for p in images)
-    settings = "; ".join(f"{name}: Go `{meta['flags'][name]['go'] or '(no flags)'}`, ours "
-                         f"`{meta['flags'][name]['ours'] or '(no flags)'}`" for name in meta["settings"])
-    parts = [
-        SECTION_START,
-        "## Peer: the upstream Go mpi-operator v0.8.2 side by side (B3/B4/B5/B6)",
-        "",
-        f"`make bench-peer` (`{commands}`), {meta['date']}: github.com/kubeflow/mpi-operator "
-        f"{meta['peer_version']} built from the Go module proxy (`hack/build-peer.sh`, benchmark only) and "
-        f"`python -m reconciler` run alone in turn on one local control plane ({meta['nodes']} kwok nodes x "
-        f"{meta['pods_per_node']} pods, audit log on), interleaved (the order alternates each round), "
-        f"{meta['rounds']} round(s). Both cluster-wide with leader election on (Lease in `mpi-operator`), admin "
-        f"credentials. Settings: {settings}. Our client-side limit with no flags, read from reconciler/options.py "
-        f"at run time: {limits(meta)}; Go's: 5 QPS / 10 burst. "
-        f"Machine: {meta['machine']}.",
-        "",
-        "Ratio columns: Go/ours for times (above 1: we are faster), ours/Go for jobs/s (above 1: we sustain "
-        "more), writes, memory and CPU (below 1: we use less); min | median | max over the paired rounds.",
-        "",
-        table(results),
-        "",
-        *[f"- {line}" for line in floor_lines(results)],
-        "",
-        "B5 writes by verb and resource (last round), from the audit log, by user agent. Both operators' user "
-        "agents start `mpi-operator/`: ours is `mpi-operator/<version> (<os>/<arch>) pid/<pid>`, the Go "
-        "operator's `mpi-operator/v0.0.0 (linux/amd64) kubernetes/$Format/<client>` (its MPIJob client carries "
-        "the `leader-election` suffix: client-go's `AddUserAgent` mutates the shared rest.Config). Each namespace "
-        "held one job and only one operator ran, so every write there is that operator's:",
-        "",
-        *b5_detail(results),
-        "",
-        f"B4: {meta['b4_jobs']} MPIJobs of {meta['b4_workers']} workers submitted open loop; latency = POST to "
-        "the launcher Job seen by a watch; 'sustained' is the highest rate run whose p99 stayed <= 2 s. "
-        "B6: RSS 'idle' is after the warm-up job and the idle period; CPU-seconds are "
-        "the operator's user+system time from the POST until that B3 job's workers and launcher exist; 'RSS with "
-        "the job live' is sampled at that moment.",
-        "",
-        links,
-        "",
-        *[f"Note: {note}" for note in meta.get("notes", [])],
-        SECTION_END,
-    ]
-    return "\n".join(parts).replace("\n\n\n", "\n\n") + "\n"
-
-
-def limits(meta: dict[str, Any]) -> str:
-    if not meta["our_default_qps"]:
-        return "none (no client-side rate limit)"
-    return f"{meta['our_default_qps']:g} QPS / {meta['our_default_burst']} burst"
-
-
-def replace_section(doc: Path, text: str) -> None:
-    current = doc.read_text() if doc.exists() else "# Benchmarks\n"
-    if SECTION_START in current and SECTION_END in current:
-        head, rest = current.split(SECTION_START, 1)
-        tail = rest.split(SECTION_END, 1)[1].lstrip("\n")
-        new = head + text + ("\n" + tail if tail else "")
-    else:
-        new = current.rstrip("\n") + "\n\n" + text
-    doc.write_text(new)
+def b5_text(entries: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for entry in entries:
+        detail = ", ".join(f"{k} {n}" for k, n in sorted(entry["writes"].items()))
+        agents = "; ".join(f"`{a}` {n}" for a, n in sorted(entry["user_agents"].items()))
+        out.append(f"- {NAMES[entry['operator']]}, {entry['setting']}, round {entry['round']}: {detail} "
+                   f"(user agents: {agents})")
+    return out
 
 
 # ---- plots

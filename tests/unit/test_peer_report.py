@@ -57,3 +57,20 @@ def test_merged_results_pair_rounds_within_each_file(tmp_path: Path) -> None:
                         "reconciler emits them, bound and started meanwhile: 150 (100-200) creates/s.")
     assert lines[3] == ("ours, defaults, W=1000: TTAC 8.00 (4.00-12.00) s = 3.20x the floor W/C_max = 2.50 s, 1.20x "
                         "the floor W/C_sched = 6.67 s (paired by round: 0.80 | 1.00 | 1.20) of the same run (run 2).")
+
+
+def test_merged_results_merged_again_keep_each_file_paired_with_its_own_floors(tmp_path: Path) -> None:
+    # What `--render hack/bench/results/peer-rounds.json` does with the rounds a merged render wrote.
+    first, second, again = tmp_path / "first.json", tmp_path / "second.json", tmp_path / "merged.json"
+    first.write_text(json.dumps(results(TWO_ROUNDS, [5.0, 7.0])))
+    second.write_text(json.dumps(results([{"round": 0, "rate": 400.0, "scheduled_rate": 100.0},
+                                          {"round": 1, "rate": 400.0, "scheduled_rate": 200.0}], [12.0, 4.0])))
+    merged = merge([first, second])
+    again.write_text(json.dumps(merged))
+    assert floor_lines(merge([again])) == floor_lines(merged)
+    third = tmp_path / "third.json"
+    third.write_text(json.dumps(results(TWO_ROUNDS, [5.0, 7.0])))
+    lines = floor_lines(merge([again, third]))
+    assert lines[:4] == floor_lines(merged)
+    assert lines[4] == B0_LINE.format(label=" (run 3)") + ("; C_sched, the same Pods as our reconciler emits them, "
+                                                          "bound and started meanwhile: 200 (150-250) creates/s.")

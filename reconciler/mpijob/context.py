@@ -26,17 +26,6 @@ class Settings:
     max_concurrent_writes: int = 64  # worker creates and deletes in flight at once, for all the jobs being synced
 
 
-class ResourceExistsError(Exception):
-    """An object with one of the job's names exists and is not controlled by the job (upstream's message)."""
-
-    def __init__(self, name: str, kind: str) -> None:
-        super().__init__(f'Resource "{name}" of Kind "{kind}" already exists and is not managed by MPIJob')
-
-    @property
-    def event(self) -> Event:
-        return Event("Warning", c.REASON_RESOURCE_EXISTS, str(self))
-
-
 @dataclass
 class JobContext:
     job: MPIJob  # defaulted and validated

@@ -2,7 +2,8 @@
 
 Child events map to the owning MPIJob (launcher Pod -> Job -> MPIJob). Outcomes: success forgets
 the key's backoff; an API error (a conflict too, logged quietly) or ErrResourceExists is requeued with
-the per-key exponential backoff. A deleted MPIJob's bookkeeping (expectations, settler) is forgotten.
+the per-key exponential backoff (errors.py has the whole tree). A deleted MPIJob's bookkeeping
+(expectations, settler) is forgotten.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import aiohttp
 from reconciler.mpijob import caches as slim
 from reconciler.mpijob.builders import GangScheduling
 from reconciler.mpijob.caches import Caches
-from reconciler.mpijob.context import ResourceExistsError
 from reconciler.mpijob.custom_resources import MPIJOBS, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS, is_mpijob_ref
+from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.mpijob.sync import Reconciler
 from reconciler.mpijob.workers import worker_index
 from reconciler.runtime.api_resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES, Resource

@@ -7,7 +7,8 @@ does not hold because no MPIJob controls it) reads the object and goes on with i
 
 from __future__ import annotations
 
-from reconciler.mpijob.context import JobContext, ResourceExistsError
+from reconciler.mpijob.context import JobContext
+from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.runtime.api_resources import Resource
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.metadata import is_controlled_by, meta

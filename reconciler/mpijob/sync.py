@@ -18,8 +18,9 @@ from datetime import UTC, datetime
 from reconciler.mpijob import builders, children, gang, workers
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import Cluster, record_events
-from reconciler.mpijob.context import JobContext, ResourceExistsError, Settings
+from reconciler.mpijob.context import JobContext, Settings
 from reconciler.mpijob.custom_resources import MPIJOBS
+from reconciler.mpijob.errors import CreateFailedError, ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.readiness import CarriedAlong, WorkersSeen, update_workers_ready
 from reconciler.mpijob.sshkeys import SSHKeyPair
@@ -114,7 +115,7 @@ class Reconciler:
             status["startTime"] = ctx.now
         try:
             launcher, worker_pods = await self._ensure_children(ctx, first_sync=not before.get("conditions"))
-        except workers.CreateFailedError as failure:
+        except CreateFailedError as failure:
             await self._report_create_failure(ctx, before, status, events, failure)
             raise failure.error from None
         if ctx.suspended:
@@ -167,7 +168,7 @@ class Reconciler:
             await gang.delete_pod_group(ctx)
 
     async def _report_create_failure(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event],
-                                     failure: workers.CreateFailedError) -> None:
+                                     failure: CreateFailedError) -> None:
         """The WorkersReady condition says which create the API refused and why; the sync fails as before, with
         the API's error (a failed write of this status is only logged)."""
         ready_events, _ = _workers_ready(ctx, status, failure.existing, launcher_waits=not ctx.launcher_at_startup

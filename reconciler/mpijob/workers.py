@@ -15,6 +15,7 @@ from reconciler.mpijob import builders
 from reconciler.mpijob.caches import slim_pod
 from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.ensure import create_or_read, ensure_controlled
+from reconciler.mpijob.errors import CreateFailedError
 from reconciler.mpijob.status import Event, is_pod_ready, phase
 from reconciler.runtime.api_resources import PODS
 from reconciler.runtime.client import ApiError
@@ -24,14 +25,6 @@ from shared.api import names
 from shared.jsondict import JSONDict
 
 T = TypeVar("T")
-
-
-class CreateFailedError(Exception):
-    """The API refused a worker create (a quota, an admission webhook): the error, and the workers that exist."""
-
-    def __init__(self, error: ApiError, existing: list[JSONDict]) -> None:
-        super().__init__(str(error))
-        self.error, self.existing = error, existing
 
 
 def worker_index(job_name: str, pod_name: str) -> int | None:

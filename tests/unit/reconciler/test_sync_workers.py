@@ -12,8 +12,9 @@ from prometheus_client import CollectorRegistry
 
 from reconciler.mpijob import builders
 from reconciler.mpijob.caches import Caches
-from reconciler.mpijob.context import ResourceExistsError, Settings
+from reconciler.mpijob.context import Settings
 from reconciler.mpijob.custom_resources import MPIJOBS
+from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.status import Event
 from reconciler.mpijob.sync import Reconciler

@@ -15,10 +15,8 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from reconciler.mpijob.builders import GangScheduling
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import KubeCluster
-from reconciler.mpijob.context import Settings
 from reconciler.mpijob.controller import Controller
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.metrics import OperatorMetrics
@@ -32,6 +30,7 @@ from reconciler.runtime.leader import LeaderElector
 from reconciler.runtime.memory import release_periodically
 from reconciler.runtime.settle import Settler
 from reconciler.runtime.workqueue import WorkQueue
+from reconciler.settings import Settings
 from shared.logs import configure_logging
 
 VERSION = "0.1.0"
@@ -52,13 +51,12 @@ async def run(options: Options) -> int:
         await client.close()
         raise
     metrics = OperatorMetrics()
-    gang = GangScheduling.from_flag(options.gang_scheduling)
-    settings = Settings(options.cluster_domain, gang, options.max_concurrent_writes)
+    settings = Settings.from_options(options)
     reconciler = Reconciler(Caches(), KubeCluster(client), settings, metrics, generate_ssh_key_pair,
                             settler=Settler(options.progress_write_interval))
     controller = Controller(client, reconciler, WorkQueue(options.queue_rate_limit, options.queue_burst),
                             namespace=options.namespace, threadiness=options.threadiness,
-                            child_event_delay=options.child_event_delay, gang=gang)
+                            child_event_delay=options.child_event_delay, gang=settings.gang)
     # Leader election has a client of its own (own connections, no client-side rate limit): its renewals
     # must never wait behind the controller's bulk writes, or a large job costs the Lease.
     lease_client = KubeClient(configuration, qps=0, burst=1) if options.leader_elect else None

@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from reconciler.mpijob.builders import GangScheduling
 from reconciler.mpijob.builders.job_facts import is_suspended, run_policy_of, worker_replicas
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import Cluster, record_events
@@ -14,16 +13,10 @@ from reconciler.mpijob.sshkeys import SSHKeyPair
 from reconciler.mpijob.status import Event
 from reconciler.runtime.expectations import Expectations
 from reconciler.runtime.settle import Settler
+from reconciler.settings import Settings
 from shared.api import MPIJob
 from shared.api import constants as c
 from shared.jsondict import JSONDict
-
-
-@dataclass(frozen=True)
-class Settings:
-    cluster_domain: str = ""
-    gang: GangScheduling | None = None
-    max_concurrent_writes: int = 64  # worker creates and deletes in flight at once, for all the jobs being synced
 
 
 @dataclass

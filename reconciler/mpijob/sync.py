@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from reconciler.mpijob import builders, children, gang, workers
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import Cluster, record_events
-from reconciler.mpijob.context import JobContext, Settings
+from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.errors import CreateFailedError, ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
@@ -38,6 +38,7 @@ from reconciler.mpijob.status import (
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.expectations import Expectations
 from reconciler.runtime.settle import Settler
+from reconciler.settings import Settings
 from shared.api import FieldError, aggregate, defaulted_dict, parse_mpijob, validate_upstream
 from shared.api import constants as c
 from shared.jsondict import JSONDict

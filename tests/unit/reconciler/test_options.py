@@ -7,7 +7,9 @@ import dataclasses
 import pytest
 
 from reconciler.__main__ import main
+from reconciler.mpijob.builders import GangScheduling
 from reconciler.options import Options, OptionsError, parse_options
+from reconciler.settings import Settings
 
 
 @pytest.mark.parametrize(("argv", "limits"), [
@@ -30,6 +32,15 @@ def test_upstream_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         queue_rate_limit=10.0, queue_burst=100, cluster_domain="", max_concurrent_writes=64, child_event_delay=0.2,
         progress_write_interval=1.0,
         log_level="info", log_format="logfmt")
+
+
+@pytest.mark.parametrize(("argv", "settings"), [
+    pytest.param([], Settings("", None, 64), id="defaults"),
+    pytest.param(["--cluster-domain=cluster.local", "--gang-scheduling=volcano", "--max-concurrent-writes=3"],
+                 Settings("cluster.local", GangScheduling("volcano"), 3), id="given"),
+])
+def test_the_settings_of_a_sync_are_made_from_the_options(argv: list[str], settings: Settings) -> None:
+    assert Settings.from_options(parse_options(argv)) == settings
 
 
 def test_go_style_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:

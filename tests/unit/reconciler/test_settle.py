@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from reconciler.mpijob.context import Settings
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.sync import Reconciler
 from reconciler.runtime.settle import Settler
+from reconciler.settings import Settings
 from tests.unit.reconciler.test_sync import EARLIER, KEYS, NOW, World, created_condition, new_mpijob
 
 

@@ -13,7 +13,6 @@ from prometheus_client import CollectorRegistry
 from reconciler.mpijob import builders
 from reconciler.mpijob.builders import SSHKeyPair
 from reconciler.mpijob.caches import Caches
-from reconciler.mpijob.context import Settings
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
@@ -21,6 +20,7 @@ from reconciler.mpijob.status import Event
 from reconciler.mpijob.sync import Reconciler
 from reconciler.runtime.api_resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES
 from reconciler.runtime.client import ApiError
+from reconciler.settings import Settings
 from shared.api import MPIJob
 from shared.jsondict import JSONDict
 from tests.unit.helpers import with_defaults

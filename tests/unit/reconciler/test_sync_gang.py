@@ -11,12 +11,12 @@ from prometheus_client import CollectorRegistry
 
 from reconciler.mpijob import builders
 from reconciler.mpijob.builders import GangScheduling
-from reconciler.mpijob.context import Settings
 from reconciler.mpijob.custom_resources import MPIJOBS, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
 from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.sync import Reconciler
 from reconciler.runtime.api_resources import PRIORITY_CLASSES
+from reconciler.settings import Settings
 from tests.unit.reconciler.test_sync import KEYS, NOW, World, created_condition, defaulted, new_mpijob
 
 VOLCANO = GangScheduling("volcano")

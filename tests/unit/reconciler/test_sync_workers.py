@@ -12,7 +12,6 @@ from prometheus_client import CollectorRegistry
 
 from reconciler.mpijob import builders
 from reconciler.mpijob.caches import Caches
-from reconciler.mpijob.context import Settings
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
@@ -20,6 +19,7 @@ from reconciler.mpijob.status import Event
 from reconciler.mpijob.sync import Reconciler
 from reconciler.runtime.api_resources import CONFIG_MAPS, PODS, SECRETS, SERVICES, Resource
 from reconciler.runtime.client import ApiError
+from reconciler.settings import Settings
 from shared.jsondict import JSONDict
 from tests.unit.reconciler.fake_cluster import FakeCluster
 from tests.unit.reconciler.test_sync import KEYS, NOW, World, defaulted, new_mpijob

@@ -14,7 +14,7 @@ from typing import Any
 from reconciler.mpijob.custom_resources import owned_by_mpijob
 from reconciler.runtime.metadata import controller_of
 from reconciler.runtime.sharing import SharedDict, SharedList, shared
-from reconciler.runtime.store import Store
+from reconciler.runtime.store import PackedStore, Store
 from shared.api import constants as c
 from shared.jsondict import JSONDict
 
@@ -147,14 +147,18 @@ def slim_mpijob(obj: JSONDict) -> JSONDict | None:
     return {**obj, "metadata": {key: value for key, value in metadata.items() if key != "managedFields"}}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Caches:
-    """The stores the sync loop reads."""
+    """The stores the sync loop reads, each filled by one informer (``Controller``), each of the kind that suits
+    how a sync reads it."""
 
-    mpijobs: Store = field(default_factory=Store)
+    # MPIJobs carry whole pod templates and are read once per sync: kept as JSON bytes
+    mpijobs: Store = field(default_factory=PackedStore)
+    # a sync reads the pods of its job several times: indexed by job and role, never a scan of the namespace
     pods: Store = field(default_factory=lambda: Store(index_labels=(c.LABEL_JOB_NAME, c.LABEL_JOB_ROLE)))
-    jobs: Store = field(default_factory=Store)
-    services: Store = field(default_factory=Store)
-    config_maps: Store = field(default_factory=Store)
-    secrets: Store = field(default_factory=Store)
+    # one of each per job, read a few times per sync: JSON bytes too (a third of their dicts' memory)
+    jobs: Store = field(default_factory=PackedStore)
+    services: Store = field(default_factory=PackedStore)
+    config_maps: Store = field(default_factory=PackedStore)
+    secrets: Store = field(default_factory=PackedStore)
     pod_groups: Store = field(default_factory=Store)  # only with --gang-scheduling

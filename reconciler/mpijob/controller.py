@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
 import aiohttp
 
@@ -24,9 +23,9 @@ from reconciler.mpijob.sync import Reconciler
 from reconciler.mpijob.workers import worker_index
 from reconciler.runtime.api_resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES, Resource
 from reconciler.runtime.client import ApiError, KubeClient
-from reconciler.runtime.informer import Informer
+from reconciler.runtime.informer import Informer, OnChange
 from reconciler.runtime.metadata import controller_of, meta
-from reconciler.runtime.store import PackedStore, Store
+from reconciler.runtime.store import Store
 from reconciler.runtime.workqueue import WorkQueue
 from shared.api import constants as c
 from shared.jsondict import JSONDict
@@ -43,33 +42,28 @@ class Controller:
         self.namespace, self.threadiness = namespace, threadiness
         self.child_event_delay = child_event_delay  # events of a job's children within it share one sync
         reconciler.settler.requeue = queue.add_after
-        caches: Caches = reconciler.caches
-        self.informers = [
-            # MPIJobs carry whole pod templates and are read once per sync: kept as JSON bytes
-            self._informer(MPIJOBS, caches, "mpijobs", slim.slim_mpijob, self._on_mpijob, store=PackedStore()),
-            # a sync reads the pods of its job several times: indexed by job and role, never a scan of the namespace
-            self._informer(PODS, caches, "pods", slim.slim_pod, self._on_child, POD_SELECTOR,
-                           Store(index_labels=(c.LABEL_JOB_NAME, c.LABEL_JOB_ROLE))),
-            # one of each per job, read a few times per sync: JSON bytes too (a third of their dicts' memory)
-            self._informer(JOBS, caches, "jobs", slim.slim_job, self._on_child, CHILD_SELECTOR, PackedStore()),
-            self._informer(SERVICES, caches, "services", slim.slim_service, self._on_child, CHILD_SELECTOR,
-                           PackedStore()),
-            self._informer(CONFIG_MAPS, caches, "config_maps", slim.slim_config_map, self._on_child, CHILD_SELECTOR,
-                           PackedStore()),
-            self._informer(SECRETS, caches, "secrets", slim.slim_secret, self._on_child, CHILD_SELECTOR,
-                           PackedStore()),
+        self.informers = self._watch(reconciler.caches, gang)
+
+    def _watch(self, caches: Caches, gang: GangScheduling | None) -> list[Informer]:
+        """One informer per store of ``caches``, filling it: the sync reads what the watches deliver."""
+
+        def informer(resource: Resource, store: Store, slimmer: slim.Slimmer, on_change: OnChange,
+                     selector: str = "") -> Informer:
+            return Informer(self.client, resource, slim=slimmer, on_change=on_change, namespace=self.namespace,
+                            label_selector=selector, store=store)
+
+        informers = [
+            informer(MPIJOBS, caches.mpijobs, slim.slim_mpijob, self._on_mpijob),
+            informer(PODS, caches.pods, slim.slim_pod, self._on_child, POD_SELECTOR),
+            informer(JOBS, caches.jobs, slim.slim_job, self._on_child, CHILD_SELECTOR),
+            informer(SERVICES, caches.services, slim.slim_service, self._on_child, CHILD_SELECTOR),
+            informer(CONFIG_MAPS, caches.config_maps, slim.slim_config_map, self._on_child, CHILD_SELECTOR),
+            informer(SECRETS, caches.secrets, slim.slim_secret, self._on_child, CHILD_SELECTOR),
         ]
         if gang is not None:  # PodGroups carry no label of ours: watched unfiltered, cached only when owned
             resource = VOLCANO_POD_GROUPS if gang.is_volcano else SCHEDULER_PLUGINS_POD_GROUPS
-            self.informers.append(self._informer(resource, caches, "pod_groups", slim.slim_pod_group,
-                                                 self._on_child))
-
-    def _informer(self, resource: Resource, caches: Caches, attr: str, slimmer: slim.Slimmer,
-                  handler: Any, selector: str = "", store: Store | None = None) -> Informer:
-        informer = Informer(self.client, resource, slim=slimmer, on_change=handler, namespace=self.namespace,
-                            label_selector=selector, store=store)
-        setattr(caches, attr, informer.store)  # the sync loop reads the informer's own store
-        return informer
+            informers.append(informer(resource, caches.pod_groups, slim.slim_pod_group, self._on_child))
+        return informers
 
     @property
     def jobs(self) -> Store:

@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.controller import Controller
 from reconciler.runtime.workqueue import WorkQueue
 
@@ -23,7 +24,7 @@ class _Unreachable:
 
     def __init__(self) -> None:
         self.settler = SimpleNamespace(requeue=None)
-        self.caches = SimpleNamespace()
+        self.caches = Caches()
 
     async def sync(self, key: str) -> str:
         raise aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443 [Connect call failed]")

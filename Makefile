@@ -69,10 +69,10 @@ e2e: $(STAMP) node-images
 	$(VENV)/bin/pytest tests/e2e
 
 e2e-up: $(STAMP) node-images
-	$(PY) -m tests.harness.realnode up --dir $(CLUSTER_DIR)
+	$(PY) -m hack.devcluster.realnode up --dir $(CLUSTER_DIR)
 
 e2e-down: $(STAMP)
-	$(PY) -m tests.harness.realnode down --dir $(CLUSTER_DIR)
+	$(PY) -m hack.devcluster.realnode down --dir $(CLUSTER_DIR)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -105,10 +105,10 @@ faults: $(STAMP) testbin
 	$(VENV)/bin/pytest -m faults
 
 cluster-up: $(STAMP) testbin
-	$(PY) -m tests.harness up --dir $(CLUSTER_DIR)
+	$(PY) -m hack.devcluster up --dir $(CLUSTER_DIR)
 
 cluster-down: $(STAMP)
-	$(PY) -m tests.harness down --dir $(CLUSTER_DIR)
+	$(PY) -m hack.devcluster down --dir $(CLUSTER_DIR)
 
 # As root on Linux, node-images installs and builds what the real node needs (as for make e2e-up), so the demo
 # computes pi with real MPI; elsewhere the demo says why it runs kwok alone.

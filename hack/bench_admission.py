@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from hack.apiload import ApiLoad, Latencies
+from hack.devcluster import LocalCluster
+from hack.devcluster.operators import REPO_ROOT, OperatorWebhook
 from hack.payloads import mpijob_of_size
-from tests.harness import LocalCluster
-from tests.operator_processes import REPO_ROOT, OperatorWebhook
 
 CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 CLIENTS = (1, 16)

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from hack.apiload import ApiLoad
+from hack.devcluster import LocalCluster, NodePool
+from hack.devcluster.mpijobs import mpijob
+from hack.devcluster.operators import REPO_ROOT, OperatorReconciler, OperatorWebhook
+from hack.devcluster.wait import wait_for
 from hack.procstat import ProcessSample, open_sockets
-from tests.harness import LocalCluster, NodePool
-from tests.harness.wait import wait_for
-from tests.integration.mpijobs import mpijob
-from tests.operator_processes import REPO_ROOT, OperatorReconciler, OperatorWebhook
 
 CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 HANG = {"test.mpijob/outcome": "hang"}

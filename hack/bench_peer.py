@@ -38,6 +38,9 @@ from typing import Any
 from hack import benchdoc
 from hack.apiload import ApiLoad
 from hack.bench_reconciler import pod_ceiling
+from hack.devcluster import LocalCluster, NodePool
+from hack.devcluster.audit import audit_flags
+from hack.devcluster.operators import REPO_ROOT
 from hack.peer import measure, report, summary
 from hack.peer.operators import (
     LOCK_NAMESPACE,
@@ -49,9 +52,6 @@ from hack.peer.operators import (
     our_default_limits,
 )
 from hack.procstat import ProcessSample, describe_shares
-from tests.harness import LocalCluster, NodePool
-from tests.harness.audit import audit_flags
-from tests.operator_processes import REPO_ROOT
 
 CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 DOCS = REPO_ROOT / "docs"

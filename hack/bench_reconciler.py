@@ -35,14 +35,14 @@ import aiohttp
 import orjson
 
 from hack.apiload import ApiLoad
+from hack.devcluster import LocalCluster, NodePool
+from hack.devcluster.mpijobs import mpijob
+from hack.devcluster.operators import REPO_ROOT, OperatorReconciler
+from hack.devcluster.wait import wait_for
 from hack.peer.report import spread
 from hack.procstat import ProcessSample
 from reconciler.mpijob.builders import build_worker
 from shared.api import MPIJob, defaulted_dict
-from tests.harness import LocalCluster, NodePool
-from tests.harness.wait import wait_for
-from tests.integration.mpijobs import mpijob
-from tests.operator_processes import REPO_ROOT, OperatorReconciler
 
 CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1

@@ -33,10 +33,10 @@ import orjson
 
 from hack.apiload import ApiLoad
 from hack.bench_reconciler import CRD, HANG, delete_namespace
-from tests.harness import LocalCluster, NodePool
-from tests.harness.audit import WRITE_VERBS, audit_events, audit_flags, resource_of
-from tests.integration.mpijobs import mpijob
-from tests.operator_processes import OperatorReconciler
+from hack.devcluster import LocalCluster, NodePool
+from hack.devcluster.audit import WRITE_VERBS, audit_events, audit_flags, resource_of
+from hack.devcluster.mpijobs import mpijob
+from hack.devcluster.operators import OperatorReconciler
 
 LOCK_NAMESPACE = "mpi-operator"
 QUIET_SECONDS = 3.0  # the reconciler's writes are over when none came for this long

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds Kueue, sigs.k8s.io/kueue, from the Go module proxy, for the Kueue integration tests only
-# (tests/harness/kueue.py, tests/integration/test_kueue.py; never shipped). Modelled on
+# (hack/devcluster/kueue.py, tests/integration/test_kueue.py; never shipped). Modelled on
 # hack/build-peer.sh: the module's go.mod is not a plain `go install` target, so the downloaded module
 # directory is copied to a writable place and ./cmd/kueue is built inside it (its go.mod has no replace
 # directives). Beside the binary it copies, from the same module, what the harness applies to the test

@@ -19,9 +19,9 @@ from typing import Any
 import yaml
 
 from hack import demo_real
-from tests.harness import LocalCluster
-from tests.harness.wait import wait_for
-from tests.operator_processes import REPO_ROOT, OperatorReconciler, OperatorWebhook
+from hack.devcluster import LocalCluster
+from hack.devcluster.operators import REPO_ROOT, OperatorReconciler, OperatorWebhook
+from hack.devcluster.wait import wait_for
 
 CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 EXAMPLES = REPO_ROOT / "examples"

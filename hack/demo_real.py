@@ -1,6 +1,6 @@
 """The real-node part of ``make demo``: the three pi examples computed by real MPI processes.
 
-A control plane plus one real node (tests/harness/realnode.py) with our images, and our operator
+A control plane plus one real node (hack/devcluster/realnode.py) with our images, and our operator
 deployed from its own images by `kubectl apply --server-side -k`; shows an invalid MPIJob rejected at
 apply time, applies examples/pi-{openmpi,intel,mpich}.yaml (CPU limits lowered to fit the node's 2 CPUs),
 prints each launcher's output and ``kubectl get mpij``. Where a real node cannot run (not Linux, not
@@ -17,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.jobs import CPU_LIMIT, launcher_log, wait_finished
-from tests.harness.operator_deploy import deploy, operator_image_archives
-from tests.harness.realnode import RealNodeCluster, image_archives, unavailable
-from tests.operator_processes import REPO_ROOT
+from hack.devcluster.mpijobs import CPU_LIMIT, launcher_log, wait_finished
+from hack.devcluster.operator_deploy import deploy, operator_image_archives
+from hack.devcluster.operators import REPO_ROOT
+from hack.devcluster.realnode import RealNodeCluster, image_archives, unavailable
 
 CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 EXAMPLES = REPO_ROOT / "examples"

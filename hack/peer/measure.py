@@ -16,9 +16,9 @@ import orjson
 
 from hack.apiload import ApiLoad
 from hack.bench_reconciler import delete_namespace
+from hack.devcluster.audit import WRITE_VERBS, audit_events, resource_of
+from hack.devcluster.mpijobs import mpijob
 from hack.procstat import ProcessSample, cpu_by_process, cpu_used
-from tests.harness.audit import WRITE_VERBS, audit_events, resource_of
-from tests.integration.mpijobs import mpijob
 
 HANG = {"test.mpijob/outcome": "hang"}  # kwok never completes such a launcher: the job stays live
 MPIJOBS = "/apis/kubeflow.org/v2beta1/namespaces/{ns}/mpijobs"

@@ -10,9 +10,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from hack.devcluster import LocalCluster
+from hack.devcluster.operators import REPO_ROOT, _Process, free_port
 from reconciler.options import parse_options
-from tests.harness import LocalCluster
-from tests.operator_processes import REPO_ROOT, _Process, free_port
 
 LOCK_NAMESPACE = "mpi-operator"
 RAISED = ("--kube-api-qps=1000", "--kube-api-burst=1000")

@@ -1,4 +1,4 @@
-"""End-to-end tests on a real node: MPI jobs whose pods really run (tests/harness/realnode.py).
+"""End-to-end tests on a real node: MPI jobs whose pods really run (hack/devcluster/realnode.py).
 
 One cluster for the package (started at the first e2e test, stopped after the last one, so that it
 does not overlap the integration suite's session cluster): control plane, the real node with our
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import HarnessError
-from tests.harness.binaries import find_bin_dir
-from tests.harness.operator_deploy import deploy, operator_image_archives
-from tests.harness.realnode import RealNodeCluster, image_archives, node_bin_dir, unavailable
+from hack.devcluster import HarnessError
+from hack.devcluster.binaries import find_bin_dir
+from hack.devcluster.operator_deploy import deploy, operator_image_archives
+from hack.devcluster.realnode import RealNodeCluster, image_archives, node_bin_dir, unavailable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MPIJOB_CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="package")
 def real_cluster(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodeCluster]:
     """The control plane plus the real node, with our operator deployed from its own images by
-    `kubectl apply --server-side -k` (tests/harness/operator_deploy.py)."""
+    `kubectl apply --server-side -k` (hack/devcluster/operator_deploy.py)."""
     reason = unavailable()
     if reason:
         pytest.skip(f"no real node here: {reason}")

@@ -7,23 +7,19 @@ import copy
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from tests.harness import LocalCluster
-from tests.harness.operator_deploy import NAMESPACE as OPERATOR_NAMESPACE
-from tests.harness.operator_deploy import RECONCILER
-from tests.harness.wait import HarnessError, wait_for
+from hack.devcluster import LocalCluster
+from hack.devcluster.mpijobs import CPU_LIMIT, JSON, conditions, diagnostics, launcher_log, wait_finished
+from hack.devcluster.operator_deploy import NAMESPACE as OPERATOR_NAMESPACE
+from hack.devcluster.operator_deploy import RECONCILER
+from hack.devcluster.wait import wait_for
 
 UPSTREAM = Path(__file__).resolve().parent / "upstream"
 EXAMPLES = {"openmpi": "pi.yaml", "intel": "pi-intel.yaml", "mpich": "pi-mpich.yaml"}
-CPU_LIMIT = "500m"  # upstream asks 1 CPU per pod: 3 pods do not fit the node's 2 CPUs
-MPIJOBS = "/apis/kubeflow.org/v2beta1/namespaces/{ns}/mpijobs"
 PI_LINE = re.compile(r"pi is approximately (3\.1\d+)")
 RANK_LINE = re.compile(r"Rank (\d+) on host (\S+)")
-
-JSON = dict[str, Any]
 
 
 def _containers(job: JSON) -> list[JSON]:
@@ -56,45 +52,6 @@ def upstream_pi(mpi: str, name: str, *, root: bool = False) -> JSON:
 
 def apply(cluster: LocalCluster, namespace: str, job: JSON) -> None:
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(job), check=True)
-
-
-def get_job(cluster: LocalCluster, namespace: str, name: str) -> JSON:
-    return cluster.rest.get(f"{MPIJOBS.format(ns=namespace)}/{name}")
-
-
-def conditions(job: JSON) -> dict[str, JSON]:
-    return {c["type"]: c for c in (job.get("status") or {}).get("conditions") or []}
-
-
-def diagnostics(cluster: LocalCluster, namespace: str) -> str:
-    pods = cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide").stdout
-    events = cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp").stdout
-    logs = cluster.kubectl("logs", "-n", namespace, "-l", "training.kubeflow.org/job-role=launcher",
-                           "--tail=40", "--prefix").stdout
-    return f"pods:\n{pods}\nevents:\n{events[-4000:]}\nlauncher logs:\n{logs}"
-
-
-def wait_finished(cluster: LocalCluster, namespace: str, name: str, timeout: float = 240) -> tuple[str, JSON]:
-    """Until the job has Succeeded or Failed; returns ("Succeeded"|"Failed", the job)."""
-    seen: dict[str, Any] = {}
-
-    def finished() -> bool:
-        job = get_job(cluster, namespace, name)
-        seen["job"] = job
-        conds = conditions(job)
-        return any(conds.get(t, {}).get("status") == "True" for t in ("Succeeded", "Failed"))
-
-    try:
-        wait_for(finished, timeout, 0.5, what=f"MPIJob {namespace}/{name} to finish")
-    except HarnessError as err:
-        raise HarnessError(f"{err}\n{diagnostics(cluster, namespace)}") from None
-    job = seen["job"]
-    outcome = "Succeeded" if conditions(job).get("Succeeded", {}).get("status") == "True" else "Failed"
-    return outcome, job
-
-
-def launcher_log(cluster: LocalCluster, namespace: str, name: str) -> str:
-    return cluster.kubectl("logs", "-n", namespace, f"job/{name}-launcher", "--tail=-1").stdout
 
 
 def run_to_success(cluster: LocalCluster, namespace: str, job: JSON, timeout: float = 240) -> tuple[str, float]:

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from hack.devcluster import LocalCluster
+from hack.devcluster.operator_deploy import NAMESPACE, RECONCILER, lease_holder
+from hack.devcluster.wait import wait_for
 from tests.e2e.jobs import assert_pi, run_to_success, upstream_pi
-from tests.harness import LocalCluster
-from tests.harness.operator_deploy import NAMESPACE, RECONCILER, lease_holder
-from tests.harness.wait import wait_for
 
 FLAG = "--cluster-domain=cluster.local"
 

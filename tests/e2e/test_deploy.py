@@ -3,9 +3,9 @@ from the images Dockerfile.webhook and Dockerfile.reconciler build: every e2e te
 
 from __future__ import annotations
 
+from hack.devcluster import LocalCluster
+from hack.devcluster.operator_deploy import NAMESPACE, RECONCILER, WEBHOOK, lease_holder
 from tests.e2e.conftest import DEPLOY_TIMINGS
-from tests.harness import LocalCluster
-from tests.harness.operator_deploy import NAMESPACE, RECONCILER, WEBHOOK, lease_holder
 
 
 def _pods(cluster: LocalCluster, name: str) -> list[dict]:  # type: ignore[type-arg]

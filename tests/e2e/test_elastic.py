@@ -3,9 +3,10 @@ and a worker pod deleted in the middle of a run."""
 
 from __future__ import annotations
 
-from tests.e2e.jobs import JSON, apply, conditions, diagnostics, upstream_pi, wait_finished
-from tests.harness import LocalCluster
-from tests.harness.wait import wait_for
+from hack.devcluster import LocalCluster
+from hack.devcluster.mpijobs import JSON, conditions, diagnostics, wait_finished
+from hack.devcluster.wait import wait_for
+from tests.e2e.jobs import apply, upstream_pi
 
 CHILD_KINDS = ("pods", "services", "secrets", "configmaps")
 

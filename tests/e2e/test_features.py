@@ -8,22 +8,10 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.jobs import (
-    JSON,
-    apply,
-    assert_pi,
-    conditions,
-    diagnostics,
-    get_job,
-    launcher_log,
-    reconciler_syncs,
-    run_to_success,
-    upstream_pi,
-    wait_finished,
-    wait_synced_again,
-)
-from tests.harness import LocalCluster
-from tests.harness.wait import wait_for
+from hack.devcluster import LocalCluster
+from hack.devcluster.mpijobs import JSON, conditions, diagnostics, get_job, launcher_log, wait_finished
+from hack.devcluster.wait import wait_for
+from tests.e2e.jobs import apply, assert_pi, reconciler_syncs, run_to_success, upstream_pi, wait_synced_again
 
 
 def _pods(cluster: LocalCluster, namespace: str) -> list[JSON]:

@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from tests.e2e.jobs import assert_pi, conditions, get_job, run_to_success, upstream_pi
-from tests.harness.realnode import RealNodeCluster
+from hack.devcluster.mpijobs import conditions, get_job
+from hack.devcluster.realnode import RealNodeCluster
+from tests.e2e.jobs import assert_pi, run_to_success, upstream_pi
 
 MPIS = ["openmpi", "mpich", "intel"]
 

@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.jobs import JSON, apply, assert_pi, conditions, get_job, launcher_log, upstream_pi, wait_finished
-from tests.harness.binaries import REPO_ROOT
-from tests.harness.operator_deploy import NAMESPACE, RECONCILER, lease_holder, reapply, webhook_ca_bundle
-from tests.harness.realnode import RealNodeCluster, ctr
-from tests.harness.wait import wait_for
+from hack.devcluster.binaries import REPO_ROOT
+from hack.devcluster.mpijobs import JSON, conditions, get_job, launcher_log, wait_finished
+from hack.devcluster.operator_deploy import NAMESPACE, RECONCILER, lease_holder, reapply, webhook_ca_bundle
+from hack.devcluster.realnode import RealNodeCluster, ctr
+from hack.devcluster.wait import wait_for
+from tests.e2e.jobs import apply, assert_pi, upstream_pi
 
 DEPLOYMENT = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{RECONCILER}"
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/mpi-operator"

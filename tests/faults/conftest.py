@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import HarnessError, LocalCluster, NodePool
-from tests.harness.audit import audit_flags
-from tests.harness.binaries import find_bin_dir
+from hack.devcluster import HarnessError, LocalCluster, NodePool
+from hack.devcluster.audit import audit_flags
+from hack.devcluster.binaries import find_bin_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MPIJOB_CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"

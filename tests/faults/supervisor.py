@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.harness import LocalCluster
-from tests.harness.rest import ApiError
-from tests.operator_processes import REPO_ROOT, free_port
+from hack.devcluster import LocalCluster
+from hack.devcluster.operators import REPO_ROOT, free_port
+from hack.devcluster.rest import ApiError
 
 # The reconciler's defaults: leader election on (Lease in mpi-operator), 2 workers, queue rate 10, child-event
 # delay 0.2 s, progress writes 1 s apart, and no client-side rate limit (the API server's Priority and

@@ -27,6 +27,10 @@ from typing import Any
 
 import pytest
 
+from hack.devcluster import LocalCluster
+from hack.devcluster.audit import audit_events, resource_of
+from hack.devcluster.mpijobs import mpijob
+from hack.devcluster.wait import wait_for
 from tests.faults.conftest import record
 from tests.faults.supervisor import SupervisedReconciler, tail
 from tests.faults.workload import (
@@ -46,10 +50,6 @@ from tests.faults.workload import (
     write_summary,
     writes_by_reconciler,
 )
-from tests.harness import LocalCluster
-from tests.harness.audit import audit_events, resource_of
-from tests.harness.wait import wait_for
-from tests.integration.mpijobs import mpijob
 
 HANG = {"test.mpijob/outcome": "hang"}
 JSON = dict[str, Any]

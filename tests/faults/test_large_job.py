@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from hack.devcluster import LocalCluster
+from hack.devcluster.mpijobs import mpijob
+from hack.devcluster.rest import JSON, RestClient, client_context
+from hack.devcluster.wait import wait_for
 from tests.faults.conftest import record
 from tests.faults.supervisor import SupervisedReconciler, tail
 from tests.faults.workload import (
@@ -34,10 +38,6 @@ from tests.faults.workload import (
     write_summary,
     writes_by_reconciler,
 )
-from tests.harness import LocalCluster
-from tests.harness.rest import JSON, RestClient, client_context
-from tests.harness.wait import wait_for
-from tests.integration.mpijobs import mpijob
 
 WORKERS = 5000
 HALF_MIB = 512 * 1024

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from hack.devcluster import LocalCluster
 from tests.faults.conftest import record
 from tests.faults.supervisor import SupervisedReconciler, tail
 from tests.faults.workload import (
@@ -44,7 +45,6 @@ from tests.faults.workload import (
     writes_by_reconciler,
     wrong_states,
 )
-from tests.harness import LocalCluster
 
 Problems = list[str] | dict[str, str] | dict[str, int]
 CYCLE = 22.0  # seconds from one SIGKILL to the next: the Lease (15 s) expires, start-up, a random delay

@@ -19,10 +19,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tests.harness import LocalCluster
-from tests.harness.audit import WRITE_VERBS, audit_events, resource_of
-from tests.harness.rest import ApiError, RestClient, client_context
-from tests.integration.mpijobs import mpijob
+from hack.devcluster import LocalCluster
+from hack.devcluster.audit import WRITE_VERBS, audit_events, resource_of
+from hack.devcluster.mpijobs import mpijob
+from hack.devcluster.rest import ApiError, RestClient, client_context
 
 JSON = dict[str, Any]
 IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")

@@ -1,4 +1,4 @@
-"""Integration tests run against one real local control plane per test session (tests/harness).
+"""Integration tests run against one real local control plane per test session (hack/devcluster).
 
 Every test under tests/integration is marked `integration`. The control plane is never skipped: if
 its binaries are missing and cannot be built, the `cluster` fixture fails with the reason.
@@ -21,9 +21,9 @@ from types import FrameType
 import orjson
 import pytest
 
-from tests.harness import HarnessError, LocalCluster
-from tests.harness.audit import audit_flags
-from tests.harness.binaries import find_bin_dir
+from hack.devcluster import HarnessError, LocalCluster
+from hack.devcluster.audit import audit_flags
+from hack.devcluster.binaries import find_bin_dir
 from tests.integration.operator_fixtures import alone, operator_dir, reconciler, webhook  # noqa: F401  (fixtures)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from tests.harness import LocalCluster
-from tests.harness.rest import ApiError
-from tests.harness.wait import wait_for
+from hack.devcluster import LocalCluster
+from hack.devcluster.mpijobs import JSON
+from hack.devcluster.rest import ApiError
+from hack.devcluster.wait import wait_for
 
-JSON = dict[str, Any]
 T = TypeVar("T")
 
 
@@ -18,23 +18,6 @@ def until(predicate: Callable[[], T | None], timeout: float = 60, interval: floa
     value = wait_for(predicate, timeout=timeout, interval=interval, what=what)
     assert value is not None
     return value
-CONTAINER = {"name": "main", "image": "mpi-image"}
-
-
-def mpijob(name: str, workers: int = 2, *, launcher_labels: dict[str, str] | None = None,
-           launcher_annotations: dict[str, str] | None = None, **spec: Any) -> JSON:
-    launcher: JSON = {"template": {"spec": {"containers": [dict(CONTAINER)]}}}
-    if launcher_labels or launcher_annotations:
-        launcher["template"]["metadata"] = {"labels": launcher_labels or {},
-                                            "annotations": launcher_annotations or {}}
-    replica_specs: JSON = {"Launcher": launcher}
-    if workers:
-        replica_specs["Worker"] = {"replicas": workers, "template": {"spec": {"containers": [dict(CONTAINER)]}}}
-    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name},
-            "spec": {"slotsPerWorker": 1, "runPolicy": {"cleanPodPolicy": "Running"},
-                     "mpiReplicaSpecs": replica_specs, **spec}}
-
-
 class Jobs:
     """REST access to one namespace of the test cluster."""
 

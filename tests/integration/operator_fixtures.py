@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import LocalCluster
-from tests.operator_processes import (
+from hack.devcluster import LocalCluster
+from hack.devcluster.operators import (
     OperatorReconciler,
     OperatorWebhook,
     ServiceAccountCredentials,

@@ -14,12 +14,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.harness import LocalCluster
-from tests.harness.audit import audit_events, resource_of
-from tests.harness.rest import ApiError
-from tests.integration.mpijobs import Jobs, mpijob
+from hack.devcluster import LocalCluster
+from hack.devcluster.audit import audit_events, resource_of
+from hack.devcluster.mpijobs import mpijob
+from hack.devcluster.operators import reconciler_service_account
+from hack.devcluster.rest import ApiError
+from tests.integration.mpijobs import Jobs
 from tests.integration.operator_fixtures import ReconcilerControl
-from tests.operator_processes import reconciler_service_account
 
 FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
 LEVEL = "mpijob-test-tight"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.harness import LocalCluster, wait_for
+from hack.devcluster import LocalCluster, wait_for
 from tests.integration.conftest import MPIJOB_CRD
 
 TIMEOUT = 60.0

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import LocalCluster
-from tests.harness.wait import wait_for
-from tests.integration.mpijobs import Jobs, mpijob, until
+from hack.devcluster import LocalCluster
+from hack.devcluster.mpijobs import mpijob
+from hack.devcluster.wait import wait_for
+from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
 
 CRDS = Path(__file__).resolve().parent / "crds" / "podgroups.yaml"

@@ -25,13 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import LocalCluster
-from tests.harness.audit import audit_events
-from tests.harness.binaries import REPO_ROOT
-from tests.harness.wait import wait_for
-from tests.integration.mpijobs import CONTAINER, JSON, Jobs, mpijob
+from hack.devcluster import LocalCluster
+from hack.devcluster.audit import audit_events
+from hack.devcluster.binaries import REPO_ROOT
+from hack.devcluster.mpijobs import CONTAINER, JSON, mpijob
+from hack.devcluster.operators import OperatorReconciler, OperatorWebhook, _Process
+from hack.devcluster.wait import wait_for
+from tests.integration.mpijobs import Jobs
 from tests.integration.operator_fixtures import ReconcilerControl
-from tests.operator_processes import OperatorReconciler, OperatorWebhook, _Process
 
 LOCK_NAMESPACE = "mpi-operator"
 LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{LOCK_NAMESPACE}/leases/mpi-operator"

@@ -1,11 +1,11 @@
-"""MPIJobs queued and admitted by a real Kueue (tests/harness/kueue.py, built from sigs.k8s.io/kueue by
+"""MPIJobs queued and admitted by a real Kueue (hack/devcluster/kueue.py, built from sigs.k8s.io/kueue by
 hack/build-kueue.sh) and run by our reconciler and webhook (docs/kueue.md).
 
 Kueue suspends queued MPIJobs at admission, admits them against ClusterQueue quota, writes its
 ResourceFlavor's nodeSelector and tolerations into the replica templates and unsuspends them; it
 preempts lower-priority jobs by suspending them again; it reads our status to finish its Workloads.
 Flavor nodes are kwok nodes labelled and tainted for the flavor, so that only admitted jobs land there.
-Launchers labelled ``test.mpijob/outcome=hang`` run until the test relabels their pod (tests/kwok).
+Launchers labelled ``test.mpijob/outcome=hang`` run until the test relabels their pod (hack/devcluster/kwok-stages).
 Skipped only when Go is absent and Kueue is not built.
 """
 
@@ -23,17 +23,17 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.harness import LocalCluster
-from tests.harness.audit import audit_events
-from tests.harness.kueue import NAMESPACE as KUEUE_NAMESPACE
-from tests.harness.kueue import SERVICE_ACCOUNT as KUEUE_SERVICE_ACCOUNT
-from tests.harness.kueue import VERSION, Kueue, KueueUnavailableError, find_kueue
-from tests.harness.nodes import NodePool, build_node, unready_nodes
-from tests.harness.rest import ApiError
-from tests.harness.wait import wait_for
+from hack.devcluster import LocalCluster
+from hack.devcluster.audit import audit_events
+from hack.devcluster.kueue import NAMESPACE as KUEUE_NAMESPACE
+from hack.devcluster.kueue import SERVICE_ACCOUNT as KUEUE_SERVICE_ACCOUNT
+from hack.devcluster.kueue import VERSION, Kueue, KueueUnavailableError, find_kueue
+from hack.devcluster.nodes import NodePool, build_node, unready_nodes
+from hack.devcluster.operators import OperatorWebhook
+from hack.devcluster.rest import ApiError
+from hack.devcluster.wait import wait_for
 from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
-from tests.operator_processes import OperatorWebhook
 
 JSON = dict[str, Any]
 KUEUE = "kueue.x-k8s.io/v1beta2"

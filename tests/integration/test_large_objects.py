@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import orjson
 
-from tests.harness import LocalCluster
-from tests.integration.mpijobs import Jobs, mpijob
+from hack.devcluster import LocalCluster
+from hack.devcluster.mpijobs import mpijob
+from tests.integration.mpijobs import Jobs
 from tests.integration.operator_fixtures import ReconcilerControl
 
 TEMPLATE_BYTES = 700 * 1024  # in each of the two templates

@@ -18,15 +18,16 @@ from pathlib import Path
 
 import pytest
 
+from hack.devcluster import LocalCluster, NodePool
+from hack.devcluster.audit import WRITE_VERBS, audit_events, resource_of
+from hack.devcluster.mpijobs import mpijob
+from hack.devcluster.nodes import build_node
+from hack.devcluster.operators import OperatorReconciler
+from hack.devcluster.rest import ApiError
+from hack.devcluster.wait import wait_for
 from shared.jsondict import JSONDict
-from tests.harness import LocalCluster, NodePool
-from tests.harness.audit import WRITE_VERBS, audit_events, resource_of
-from tests.harness.nodes import build_node
-from tests.harness.rest import ApiError
-from tests.harness.wait import wait_for
-from tests.integration.mpijobs import Jobs, mpijob, until
+from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
-from tests.operator_processes import OperatorReconciler
 
 LOCK_NAMESPACE = "mpi-operator"
 LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{LOCK_NAMESPACE}/leases/mpi-operator"

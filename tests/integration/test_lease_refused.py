@@ -19,9 +19,9 @@ from pathlib import Path
 
 import yaml
 
-from tests.harness import LocalCluster
-from tests.harness.wait import wait_for
-from tests.operator_processes import OperatorReconciler, apply_rbac
+from hack.devcluster import LocalCluster
+from hack.devcluster.operators import OperatorReconciler, apply_rbac
+from hack.devcluster.wait import wait_for
 
 ACCOUNT = "lease-probe"
 RBAC = "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/{plural}"

@@ -26,14 +26,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.harness import LocalCluster
-from tests.harness.audit import audit_events, resource_of
-from tests.harness.rest import ApiError
-from tests.harness.wait import wait_for
+from hack.devcluster import LocalCluster
+from hack.devcluster.audit import audit_events, resource_of
+from hack.devcluster.mpijobs import mpijob
+from hack.devcluster.operators import RBAC_MANIFESTS, OperatorReconciler, ServiceAccountCredentials
+from hack.devcluster.rest import ApiError
+from hack.devcluster.wait import wait_for
 from tests.integration.conftest import namespace_name
-from tests.integration.mpijobs import Jobs, mpijob, until
+from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
-from tests.operator_processes import RBAC_MANIFESTS, OperatorReconciler, ServiceAccountCredentials
 
 JSON = dict[str, Any]
 Grant = tuple[str, str, str]  # apiGroup ("" for core), resource[/subresource], verb

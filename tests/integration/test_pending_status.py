@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from tests.harness import LocalCluster
-from tests.harness.nodes import NodePool, build_node, unready_nodes
-from tests.harness.wait import wait_for
-from tests.integration.mpijobs import JSON, Jobs, mpijob, until
+from hack.devcluster import LocalCluster
+from hack.devcluster.mpijobs import JSON, mpijob
+from hack.devcluster.nodes import NodePool, build_node, unready_nodes
+from hack.devcluster.wait import wait_for
+from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
 
 HANG = {"test.mpijob/outcome": "hang"}

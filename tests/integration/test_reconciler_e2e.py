@@ -1,7 +1,7 @@
 """MPIJobs run to completion on the real control plane with our reconciler (controller.md 6.3, 6.4).
 
 The real Job controller runs the launcher Job; kwok makes pods Running, Ready, Succeeded or Failed
-(tests/kwok/stages). Every wait has a deadline; absence is checked after a later event proves the
+(hack/devcluster/kwok-stages). Every wait has a deadline; absence is checked after a later event proves the
 reconciler has moved on.
 """
 
@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.harness import LocalCluster
-from tests.harness.wait import wait_for
-from tests.integration.mpijobs import Jobs, mpijob, until
+from hack.devcluster import LocalCluster
+from hack.devcluster.mpijobs import mpijob
+from hack.devcluster.wait import wait_for
+from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
 
 HANG = {"test.mpijob/outcome": "hang"}

@@ -14,12 +14,13 @@ import copy
 
 import pytest
 
+from hack.devcluster import LocalCluster
+from hack.devcluster.audit import audit_events, resource_of
+from hack.devcluster.mpijobs import JSON, mpijob
+from hack.devcluster.wait import wait_for
 from reconciler.mpijob import builders
 from shared.api import MPIJob
-from tests.harness import LocalCluster
-from tests.harness.audit import audit_events, resource_of
-from tests.harness.wait import wait_for
-from tests.integration.mpijobs import JSON, Jobs, mpijob, until
+from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
 from tests.unit.helpers import with_defaults
 

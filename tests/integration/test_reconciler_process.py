@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from hack.devcluster import LocalCluster
+from hack.devcluster.mpijobs import mpijob
+from hack.devcluster.operators import OperatorReconciler
+from hack.devcluster.wait import wait_for
 from reconciler.runtime.client import KubeClient
 from reconciler.runtime.kubeconfig import load_configuration
 from reconciler.runtime.leader import LeaderElector
-from tests.harness import LocalCluster
-from tests.harness.wait import wait_for
-from tests.integration.mpijobs import Jobs, mpijob
+from tests.integration.mpijobs import Jobs
 from tests.integration.operator_fixtures import ReconcilerControl
-from tests.operator_processes import OperatorReconciler
 
 
 def http_get(port: int, path: str) -> str:

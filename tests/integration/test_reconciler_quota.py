@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness import LocalCluster
-from tests.integration.mpijobs import Jobs, mpijob, until
+from hack.devcluster import LocalCluster
+from hack.devcluster.mpijobs import mpijob
+from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
 
 HANG = {"test.mpijob/outcome": "hang"}

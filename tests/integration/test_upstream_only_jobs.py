@@ -15,9 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.harness import LocalCluster
-from tests.harness.rest import ApiError
-from tests.integration.mpijobs import CONTAINER, JSON, Jobs, mpijob
+from hack.devcluster import LocalCluster
+from hack.devcluster.mpijobs import CONTAINER, JSON, mpijob
+from hack.devcluster.rest import ApiError
+from tests.integration.mpijobs import Jobs
 from tests.integration.operator_fixtures import ReconcilerControl
 
 UNWATCHED = "kube-system"  # left out by the webhook configurations' namespaceSelector

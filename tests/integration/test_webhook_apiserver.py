@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.harness import LocalCluster
-from tests.operator_processes import REPO_ROOT, OperatorWebhook
+from hack.devcluster import LocalCluster
+from hack.devcluster.operators import REPO_ROOT, OperatorWebhook
 from tests.reference import example_params, load_example
 
 CONTAINER = {"name": "main", "image": "mpi-image"}

@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.harness import LocalCluster
-from tests.harness.wait import wait_for
-from tests.operator_processes import OperatorWebhook
+from hack.devcluster import LocalCluster
+from hack.devcluster.operators import OperatorWebhook
+from hack.devcluster.wait import wait_for
 from tests.secret_scan import assert_clean, scan_files
 
 CONTAINER = {"name": "main", "image": "mpi-image"}

@@ -9,10 +9,10 @@ from pathlib import Path
 import orjson
 import yaml
 
-from tests.harness import LocalCluster
+from hack.devcluster import LocalCluster
+from hack.devcluster.operators import OperatorWebhook
 from tests.integration.conftest import events_file
 from tests.integration.operator_fixtures import ReconcilerControl
-from tests.operator_processes import OperatorWebhook
 from tests.secret_scan import assert_clean, scan_events, scan_files
 
 

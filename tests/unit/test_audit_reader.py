@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.harness.audit import audit_events
+from hack.devcluster.audit import audit_events
 
 
 def test_events_from_an_offset_skip_the_line_it_cuts_and_a_line_still_being_written(tmp_path: Path) -> None:

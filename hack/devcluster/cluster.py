@@ -61,7 +61,7 @@ class LocalCluster:
         self.ports: components.Ports | None = None
         self.timings: dict[str, float] = {}
         self._rest: RestClient | None = None
-        self.audit_log: Path | None = None  # set by whoever passed audit flags (tests.harness.audit)
+        self.audit_log: Path | None = None  # set by whoever passed audit flags (hack.devcluster.audit)
 
     # ---- paths and clients
     @property

@@ -25,10 +25,10 @@ from typing import Any
 
 import yaml
 
-from tests.harness import LocalCluster
-from tests.harness.wait import wait_for
+from hack.devcluster import LocalCluster
+from hack.devcluster.wait import wait_for
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 WEBHOOK_MANIFESTS = REPO_ROOT / "deploy" / "webhook"
 RBAC_MANIFESTS = REPO_ROOT / "deploy" / "rbac"
 RECONCILER_DEPLOYMENT = REPO_ROOT / "deploy" / "reconciler" / "deployment.yaml"

@@ -1,8 +1,8 @@
 """Command line: run the local control plane in the background.
 
-    python -m tests.harness up --dir .cluster [--nodes 3] [--gpus-per-node 8 [--gpu-nodes 1]]
-    python -m tests.harness status --dir .cluster
-    python -m tests.harness down --dir .cluster [--keep-logs]
+    python -m hack.devcluster up --dir .cluster [--nodes 3] [--gpus-per-node 8 [--gpu-nodes 1]]
+    python -m hack.devcluster status --dir .cluster
+    python -m hack.devcluster down --dir .cluster [--keep-logs]
 
 `up` leaves the components running after it exits and records them in DIR/state.json; `down` stops
 exactly those processes (PID and start time must match) and removes the runtime data.
@@ -99,7 +99,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m tests.harness", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m hack.devcluster", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start the control plane in the background")

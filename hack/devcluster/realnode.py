@@ -660,7 +660,7 @@ def _down(work_dir: Path) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse  # noqa: PLC0415
 
-    parser = argparse.ArgumentParser(prog="python -m tests.harness.realnode",
+    parser = argparse.ArgumentParser(prog="python -m hack.devcluster.realnode",
                                      description="a local control plane plus a real node, in the background")
     parser.add_argument("command", choices=["up", "down"])
     parser.add_argument("--dir", default=".cluster")

@@ -1,7 +1,7 @@
 """kwok: its configuration (the project's Stage files) and command line.
 
 kwok v0.8.0 has no built-in stages: everything it does to nodes and pods comes from the Stage
-objects in `tests/kwok/stages/*.yaml`, concatenated into one `--config` file.
+objects in `hack/devcluster/kwok-stages/*.yaml`, concatenated into one `--config` file.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-STAGES_DIR = REPO_ROOT / "tests" / "kwok" / "stages"
+STAGES_DIR = Path(__file__).resolve().parent / "kwok-stages"
 POD_CIDR = "10.244.0.0/16"
 NODE_LEASE_SECONDS = 40
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node=fake"  # what nodes.build_node puts on every fake node

@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import KubeCluster
+from reconciler.mpijob.context import Shared
 from reconciler.mpijob.controller import Controller
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.metrics import OperatorMetrics
@@ -52,11 +53,11 @@ async def run(options: Options) -> int:
         raise
     metrics = OperatorMetrics()
     settings = Settings.from_options(options)
-    reconciler = Reconciler(Caches(), KubeCluster(client), settings, metrics, generate_ssh_key_pair,
-                            settler=Settler(options.progress_write_interval))
-    controller = Controller(client, reconciler, WorkQueue(options.queue_rate_limit, options.queue_burst),
-                            namespace=options.namespace, threadiness=options.threadiness,
-                            child_event_delay=options.child_event_delay, gang=settings.gang)
+    shared = Shared(Caches(), KubeCluster(client), settings, generate_ssh_key_pair,
+                    settler=Settler(options.progress_write_interval))
+    queue = WorkQueue(options.queue_rate_limit, options.queue_burst)
+    controller = Controller(client, Reconciler(shared, metrics), queue, namespace=options.namespace,
+                            threadiness=options.threadiness, child_event_delay=options.child_event_delay)
     # Leader election has a client of its own (own connections, no client-side rate limit): its renewals
     # must never wait behind the controller's bulk writes, or a large job costs the Lease.
     lease_client = KubeClient(configuration, qps=0, burst=1) if options.leader_elect else None

@@ -22,17 +22,17 @@ from shared.jsondict import JSONDict
 async def _patch(ctx: JobContext, resource: Resource, existing: JSONDict, patch: JSONDict) -> None:
     """A merge patch of ``existing`` that fails with a conflict if it changed since it was read."""
     body = {**patch, "metadata": {"resourceVersion": meta(existing)["resourceVersion"]}}
-    await ctx.cluster.patch(resource, ctx.namespace, meta(existing)["name"], body)
+    await ctx.shared.cluster.patch(resource, ctx.namespace, meta(existing)["name"], body)
 
 
 async def find_launcher(ctx: JobContext, first_sync: bool) -> JSONDict | None:
     """The launcher Job, or None. The cache holds only Jobs an MPIJob controls, so on a job's first sync a
     miss is checked with a GET: a foreign Job with the launcher's name must stop us before any worker starts."""
     name = names.launcher_name(ctx.name)
-    launcher = ctx.caches.jobs.get(ctx.namespace, name)
+    launcher = ctx.shared.caches.jobs.get(ctx.namespace, name)
     if launcher is None and first_sync:
         try:
-            launcher = await ctx.cluster.get(JOBS, ctx.namespace, name)
+            launcher = await ctx.shared.cluster.get(JOBS, ctx.namespace, name)
         except ApiError as error:
             if not error.not_found:
                 raise
@@ -41,7 +41,7 @@ async def find_launcher(ctx: JobContext, first_sync: bool) -> JSONDict | None:
 
 async def ensure_service(ctx: JobContext) -> None:
     desired = builders.build_service(ctx.job)
-    existing, created = await get_or_create(ctx, ctx.caches.services, SERVICES, desired)
+    existing, created = await get_or_create(ctx, ctx.shared.caches.services, SERVICES, desired)
     spec = None if created else builders.service_spec_patch(existing, desired)
     if spec is not None:
         await _patch(ctx, SERVICES, existing, {"spec": spec})
@@ -50,38 +50,38 @@ async def ensure_service(ctx: JobContext) -> None:
 def running_workers(ctx: JobContext) -> list[JSONDict]:
     """Worker pods (of any index) in phase Running: what ``discover_hosts.sh`` lists."""
     selector = names.role_selector(ctx.name, c.ROLE_WORKER)
-    return [p for p in ctx.caches.pods.select(ctx.namespace, selector)
+    return [p for p in ctx.shared.caches.pods.select(ctx.namespace, selector)
             if phase(p) == "Running" and is_controlled_by(p, ctx.uid)]
 
 
 async def ensure_config_map(ctx: JobContext) -> None:
-    desired = builders.build_config_map(ctx.job, ctx.settings.cluster_domain, running_workers(ctx))
-    existing, created = await get_or_create(ctx, ctx.caches.config_maps, CONFIG_MAPS, desired)
+    desired = builders.build_config_map(ctx.job, ctx.shared.settings.cluster_domain, running_workers(ctx))
+    existing, created = await get_or_create(ctx, ctx.shared.caches.config_maps, CONFIG_MAPS, desired)
     if created:  # the create is a write: the first workers to run wait the interval like any later ones
-        ctx.settler.wrote(ctx.uid, "config")
+        ctx.shared.settler.wrote(ctx.uid, "config")
         return
     if existing.get("data") == desired["data"]:
-        ctx.settler.up_to_date(ctx.uid, "config")
+        ctx.shared.settler.up_to_date(ctx.uid, "config")
         return
     progress_only = (existing.get("data") or {}).get(c.HOSTFILE_NAME) == desired["data"][c.HOSTFILE_NAME]
     running = desired["data"].get(c.DISCOVER_HOSTS_SCRIPT_NAME)
-    if progress_only and ctx.settler.settle(ctx.key, ctx.uid, "config", running):
+    if progress_only and ctx.shared.settler.settle(ctx.key, ctx.uid, "config", running):
         return  # only the Running workers in discover_hosts.sh changed: written once they settle (settle.py)
     await _patch(ctx, CONFIG_MAPS, existing, {"data": builders.replacing_merge_patch(existing.get("data"),
                                                                                      desired["data"])})
-    ctx.settler.wrote(ctx.uid, "config")
+    ctx.shared.settler.wrote(ctx.uid, "config")
 
 
 async def ensure_secret(ctx: JobContext) -> None:
     """The SSH Secret. Its key pair is generated once: extra keys are removed, a Secret that lost half of its
     pair gets a new pair, and an intact pair is never replaced (running jobs keep their credentials)."""
-    existing = ctx.caches.secrets.get(ctx.namespace, names.ssh_secret_name(ctx.name))
+    existing = ctx.shared.caches.secrets.get(ctx.namespace, names.ssh_secret_name(ctx.name))
     if existing is None:
-        existing, created = await create_or_read(ctx, SECRETS, builders.build_ssh_secret(ctx.job, ctx.keygen()))
+        existing, created = await create_or_read(ctx, SECRETS, builders.build_ssh_secret(ctx.job, ctx.shared.keygen()))
         if created:
             return
     ensure_controlled(ctx, existing, SECRETS)
-    new_pair = None if builders.ssh_secret_has_key_pair(existing) else ctx.keygen()
+    new_pair = None if builders.ssh_secret_has_key_pair(existing) else ctx.shared.keygen()
     data = builders.ssh_secret_data_patch(existing, new_pair)
     if data is not None:
         await _patch(ctx, SECRETS, existing, {"data": data})
@@ -95,9 +95,9 @@ async def _restart_policy_event(ctx: JobContext) -> None:
 
 async def create_launcher(ctx: JobContext) -> JSONDict:
     await _restart_policy_event(ctx)
-    desired = builders.build_launcher_job(ctx.job, ctx.settings.gang)
+    desired = builders.build_launcher_job(ctx.job, ctx.shared.settings.gang)
     try:
-        launcher, _ = await get_or_create(ctx, ctx.caches.jobs, JOBS, desired)
+        launcher, _ = await get_or_create(ctx, ctx.shared.caches.jobs, JOBS, desired)
     except ApiError as error:
         await ctx.event(Event("Warning", c.REASON_FAILED, f"launcher pod created failed: {error}"))
         raise
@@ -109,17 +109,17 @@ async def sync_launcher_suspension(ctx: JobContext, launcher: JSONDict) -> JSOND
     job_suspended = bool((launcher.get("spec") or {}).get("suspend"))
     name = meta(launcher)["name"]
     if ctx.suspended and not job_suspended:
-        patched = await ctx.cluster.patch(JOBS, ctx.namespace, name, {"spec": {"suspend": True}})
+        patched = await ctx.shared.cluster.patch(JOBS, ctx.namespace, name, {"spec": {"suspend": True}})
         return slim_job(patched) or launcher
     if job_suspended and not ctx.suspended:
-        current = await ctx.cluster.get(JOBS, ctx.namespace, name)
+        current = await ctx.shared.cluster.get(JOBS, ctx.namespace, name)
         if (current.get("status") or {}).get("startTime"):
             # The Job API allows template changes only while status.startTime is unset.
             current = {**current, "status": {k: v for k, v in current["status"].items() if k != "startTime"}}
-            current = await ctx.cluster.replace_status(JOBS, current)
+            current = await ctx.shared.cluster.replace_status(JOBS, current)
         await _restart_policy_event(ctx)
-        desired_template = builders.build_launcher_pod_template(ctx.job, ctx.settings.gang)
-        updated = await ctx.cluster.replace(JOBS, builders.sync_scheduling_directives(current, desired_template))
+        desired_template = builders.build_launcher_pod_template(ctx.job, ctx.shared.settings.gang)
+        updated = await ctx.shared.cluster.replace(JOBS, builders.sync_scheduling_directives(current, desired_template))
         return slim_job(updated) or launcher
     return launcher
 
@@ -130,12 +130,12 @@ async def stop_launcher(ctx: JobContext, launcher: JSONDict | None) -> JSONDict 
     (and its pods' history) is kept. A launcher that finished, or is already suspended, is left as it is."""
     if launcher is None or launcher_done(launcher) or (launcher.get("spec") or {}).get("suspend"):
         return launcher
-    patched = await ctx.cluster.patch(JOBS, ctx.namespace, meta(launcher)["name"], {"spec": {"suspend": True}})
+    patched = await ctx.shared.cluster.patch(JOBS, ctx.namespace, meta(launcher)["name"], {"spec": {"suspend": True}})
     return slim_job(patched) or launcher
 
 
 def cached_launcher(ctx: JobContext) -> JSONDict | None:
-    return ctx.caches.jobs.get(ctx.namespace, names.launcher_name(ctx.name))
+    return ctx.shared.caches.jobs.get(ctx.namespace, names.launcher_name(ctx.name))
 
 
 def launcher_pods(ctx: JobContext, launcher: JSONDict | None) -> list[JSONDict]:
@@ -144,4 +144,4 @@ def launcher_pods(ctx: JobContext, launcher: JSONDict | None) -> list[JSONDict]:
         return []
     selector = names.role_selector(ctx.name, c.ROLE_LAUNCHER)
     uid = meta(launcher).get("uid", "")
-    return [p for p in ctx.caches.pods.select(ctx.namespace, selector) if is_controlled_by(p, uid)]
+    return [p for p in ctx.shared.caches.pods.select(ctx.namespace, selector) if is_controlled_by(p, uid)]

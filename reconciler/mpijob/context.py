@@ -1,4 +1,5 @@
-"""Everything one sync of one MPIJob needs, and the facts about the job it asks most often."""
+"""One sync of one MPIJob: the facts about the job it asks most often (``JobFacts``, plain data), and what every
+sync of the process shares (``Shared``: the caches it reads, the cluster it writes to, and the rest)."""
 
 from __future__ import annotations
 
@@ -20,17 +21,30 @@ from shared.jsondict import JSONDict
 
 
 @dataclass
-class JobContext:
-    job: MPIJob  # defaulted and validated
-    cached: JSONDict  # the MPIJob as the cache holds it: never mutated
+class Shared:
+    """What every sync shares, made once per process: the caches and the cluster, the settings, the SSH key
+    generator, the write slots, and the bookkeeping that outlives a sync (creates and deletes not yet seen in
+    the cache, the spacing of progress-only writes)."""
+
     caches: Caches
     cluster: Cluster
     settings: Settings
     keygen: Callable[[], SSHKeyPair]
-    now: str
-    writes: asyncio.Semaphore  # the process's write slots (``Settings.max_concurrent_writes``), shared by all syncs
     expectations: Expectations = field(default_factory=Expectations)
     settler: Settler = field(default_factory=Settler)
+    writes: asyncio.Semaphore = field(init=False)  # ``settings.max_concurrent_writes`` slots, for all the syncs
+
+    def __post_init__(self) -> None:
+        self.writes = asyncio.Semaphore(self.settings.max_concurrent_writes)
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """The job being synced and the time of the sync: what the pure steps of a sync read."""
+
+    job: MPIJob  # defaulted and validated
+    cached: JSONDict  # the MPIJob as the cache holds it: never mutated
+    now: str
 
     @property
     def key(self) -> str:
@@ -65,6 +79,13 @@ class JobContext:
     def worker_replicas(self) -> int:
         return worker_replicas(self.job)
 
+
+@dataclass(frozen=True)
+class JobContext(JobFacts):
+    """The facts of one sync and what every sync shares: what the steps that read or write the cluster take."""
+
+    shared: Shared
+
     async def event(self, *events: Event) -> None:
         """Record events on the MPIJob now (best effort)."""
-        await record_events(self.cluster, self.cached, events, self.now)
+        await record_events(self.shared.cluster, self.cached, events, self.now)

@@ -37,12 +37,12 @@ CHILD_SELECTOR = "app"  # upstream labels its Service, ConfigMap, Secret and Job
 
 class Controller:
     def __init__(self, client: KubeClient, reconciler: Reconciler, queue: WorkQueue, *, namespace: str = "",
-                 threadiness: int = 2, child_event_delay: float = 0.0, gang: GangScheduling | None = None) -> None:
+                 threadiness: int = 2, child_event_delay: float = 0.0) -> None:
         self.client, self.reconciler, self.queue = client, reconciler, queue
         self.namespace, self.threadiness = namespace, threadiness
         self.child_event_delay = child_event_delay  # events of a job's children within it share one sync
-        reconciler.settler.requeue = queue.add_after
-        self.informers = self._watch(reconciler.caches, gang)
+        reconciler.shared.settler.requeue = queue.add_after
+        self.informers = self._watch(reconciler.shared.caches, reconciler.shared.settings.gang)
 
     def _watch(self, caches: Caches, gang: GangScheduling | None) -> list[Informer]:
         """One informer per store of ``caches``, filling it: the sync reads what the watches deliver."""
@@ -67,7 +67,7 @@ class Controller:
 
     @property
     def jobs(self) -> Store:
-        return self.reconciler.caches.jobs
+        return self.reconciler.shared.caches.jobs
 
     def _on_mpijob(self, old: JSONDict | None, new: JSONDict | None) -> None:
         if new is None:
@@ -81,8 +81,8 @@ class Controller:
     def _forget(self, job: JSONDict) -> None:
         """A deleted job's bookkeeping goes with it: a job re-created under its name starts afresh."""
         name = str(meta(job).get("name", ""))
-        self.reconciler.settler.forget(str(meta(job).get("uid", "")))
-        self.reconciler.expectations.forget(str(meta(job).get("namespace", "")),
+        self.reconciler.shared.settler.forget(str(meta(job).get("uid", "")))
+        self.reconciler.shared.expectations.forget(str(meta(job).get("namespace", "")),
                                             lambda pod: worker_index(name, pod) is not None)
 
     def _on_child(self, old: JSONDict | None, new: JSONDict | None) -> None:
@@ -96,7 +96,7 @@ class Controller:
             ref = controller_of(launcher) if launcher is not None else None
         if not is_mpijob_ref(ref):
             return
-        if self.reconciler.caches.mpijobs.has(namespace, str(ref.get("name"))):
+        if self.reconciler.shared.caches.mpijobs.has(namespace, str(ref.get("name"))):
             self.queue.add_after(f"{namespace}/{ref.get('name')}", self.child_event_delay)
 
     async def wait_for_sync(self) -> None:
@@ -110,8 +110,8 @@ class Controller:
                 for informer in self.informers:
                     group.create_task(informer.run(), name=f"informer-{informer.resource.plural}")
                 await self.wait_for_sync()  # cancelled by the group when an informer fails first
-                logger.info("caches synced", extra={"kv": {"mpijobs": len(self.reconciler.caches.mpijobs),
-                                                            "pods": len(self.reconciler.caches.pods)}})
+                logger.info("caches synced", extra={"kv": {"mpijobs": len(self.reconciler.shared.caches.mpijobs),
+                                                            "pods": len(self.reconciler.shared.caches.pods)}})
                 for i in range(self.threadiness):
                     group.create_task(self._worker(), name=f"worker-{i}")
         except ExceptionGroup as errors:

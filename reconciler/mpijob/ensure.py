@@ -26,11 +26,11 @@ def ensure_controlled(ctx: JobContext, obj: JSONDict, resource: Resource) -> JSO
 async def create_or_read(ctx: JobContext, resource: Resource, desired: JSONDict) -> tuple[JSONDict, bool]:
     """Create ``desired``; when it already exists, the stored object, read from the API. True when just created."""
     try:
-        return await ctx.cluster.create(resource, desired), True
+        return await ctx.shared.cluster.create(resource, desired), True
     except ApiError as error:
         if not error.already_exists:
             raise
-    return await ctx.cluster.get(resource, ctx.namespace, desired["metadata"]["name"]), False
+    return await ctx.shared.cluster.get(resource, ctx.namespace, desired["metadata"]["name"]), False
 
 
 async def get_or_create(ctx: JobContext, store: Store, resource: Resource, desired: JSONDict) -> tuple[JSONDict, bool]:

@@ -18,8 +18,8 @@ logger = logging.getLogger("reconciler")
 
 
 def pod_group_resource(ctx: JobContext) -> Resource:
-    assert ctx.settings.gang is not None
-    return VOLCANO_POD_GROUPS if ctx.settings.gang.is_volcano else SCHEDULER_PLUGINS_POD_GROUPS
+    assert ctx.shared.settings.gang is not None
+    return VOLCANO_POD_GROUPS if ctx.shared.settings.gang.is_volcano else SCHEDULER_PLUGINS_POD_GROUPS
 
 
 async def _priorities(ctx: JobContext) -> dict[str, int | None]:
@@ -30,7 +30,7 @@ async def _priorities(ctx: JobContext) -> dict[str, int | None]:
         name = ((spec.template or {}).get("spec") or {}).get("priorityClassName") if spec else None
         if isinstance(name, str) and name and name not in values:
             try:
-                values[name] = int((await ctx.cluster.get(PRIORITY_CLASSES, "", name)).get("value", 0))
+                values[name] = int((await ctx.shared.cluster.get(PRIORITY_CLASSES, "", name)).get("value", 0))
             except ApiError as error:
                 if not error.not_found:
                     raise
@@ -40,39 +40,39 @@ async def _priorities(ctx: JobContext) -> dict[str, int | None]:
 
 def _warn_of_overridden_scheduler_names(ctx: JobContext) -> None:
     """Gang scheduling replaces a template's own schedulerName: said once per job, as upstream logs it."""
-    assert ctx.settings.gang is not None
+    assert ctx.shared.settings.gang is not None
     for replica_type in c.REPLICA_TYPES:
         spec = ctx.job.replica_spec(replica_type)
-        name = builders.overridden_scheduler_name(spec.template if spec else None, ctx.settings.gang)
+        name = builders.overridden_scheduler_name(spec.template if spec else None, ctx.shared.settings.gang)
         if name:
             logger.warning("schedulerName overridden by gang scheduling", extra={"kv": {
                 "key": ctx.key, "replica_type": replica_type, "template": name,
-                "scheduler": ctx.settings.gang.scheduler_name}})
+                "scheduler": ctx.shared.settings.gang.scheduler_name}})
 
 
 async def ensure_pod_group(ctx: JobContext) -> None:
     """Create the PodGroup, or replace its spec when the job's scheduling policy changed."""
-    assert ctx.settings.gang is not None
+    assert ctx.shared.settings.gang is not None
     resource = pod_group_resource(ctx)
     priorities = await _priorities(ctx)
-    desired = builders.build_pod_group(ctx.job, ctx.settings.gang, priorities.get)
-    existing, created = await get_or_create(ctx, ctx.caches.pod_groups, resource, desired)
+    desired = builders.build_pod_group(ctx.job, ctx.shared.settings.gang, priorities.get)
+    existing, created = await get_or_create(ctx, ctx.shared.caches.pod_groups, resource, desired)
     if created:
         _warn_of_overridden_scheduler_names(ctx)
     if not created and existing.get("spec") != desired["spec"]:
-        current = await ctx.cluster.get(resource, ctx.namespace, meta(existing)["name"])
-        await ctx.cluster.replace(resource, {**current, "spec": desired["spec"]})
+        current = await ctx.shared.cluster.get(resource, ctx.namespace, meta(existing)["name"])
+        await ctx.shared.cluster.replace(resource, {**current, "spec": desired["spec"]})
 
 
 async def delete_pod_group(ctx: JobContext) -> None:
     """Delete the PodGroup if it exists (suspension and cleanup)."""
     name = names.pod_group_name(ctx.name)
-    existing = ctx.caches.pod_groups.get(ctx.namespace, name)
+    existing = ctx.shared.caches.pod_groups.get(ctx.namespace, name)
     if existing is None:
         return
     ensure_controlled(ctx, existing, pod_group_resource(ctx))
     try:
-        await ctx.cluster.delete(pod_group_resource(ctx), ctx.namespace, name)
+        await ctx.shared.cluster.delete(pod_group_resource(ctx), ctx.namespace, name)
     except ApiError as error:
         if not error.not_found:
             raise

@@ -8,22 +8,19 @@ a status change only after that write succeeded.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from reconciler.mpijob import builders, children, gang, workers
-from reconciler.mpijob.caches import Caches
-from reconciler.mpijob.cluster import Cluster, record_events
-from reconciler.mpijob.context import JobContext
+from reconciler.mpijob.cluster import record_events
+from reconciler.mpijob.context import JobContext, Shared
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.errors import CreateFailedError, ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.readiness import CarriedAlong, WorkersSeen, update_workers_ready
-from reconciler.mpijob.sshkeys import SSHKeyPair
 from reconciler.mpijob.status import (
     Event,
     Observed,
@@ -36,9 +33,6 @@ from reconciler.mpijob.status import (
     unfinished_launcher_status,
 )
 from reconciler.runtime.client import ApiError
-from reconciler.runtime.expectations import Expectations
-from reconciler.runtime.settle import Settler
-from reconciler.settings import Settings
 from shared.api import FieldError, aggregate, defaulted_dict, parse_mpijob, validate_upstream
 from shared.api import constants as c
 from shared.jsondict import JSONDict
@@ -56,25 +50,16 @@ def rfc3339(moment: datetime) -> str:
 
 @dataclass
 class Reconciler:
-    caches: Caches
-    cluster: Cluster
-    settings: Settings
+    shared: Shared  # the caches, the cluster, the settings and the rest, for every sync
     metrics: OperatorMetrics
-    keygen: Callable[[], SSHKeyPair]
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
-    expectations: Expectations = field(default_factory=Expectations)
-    settler: Settler = field(default_factory=Settler)
-    writes: asyncio.Semaphore = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.writes = asyncio.Semaphore(self.settings.max_concurrent_writes)
 
     async def sync(self, key: str) -> str:
         """Reconcile the MPIJob ``namespace/name``; returns what happened, raises to be retried."""
         parts = key.split("/")
         if len(parts) != 2:
             return "invalid key"
-        cached = self.caches.mpijobs.get(parts[0], parts[1])
+        cached = self.shared.caches.mpijobs.get(parts[0], parts[1])
         if cached is None:
             return "not found"
         manager = _managed_by(cached)
@@ -87,10 +72,9 @@ class Reconciler:
         # webhook's, at admission, where the user can still fix the YAML.
         job, errors = parse_mpijob(defaulted_dict(cached))
         if job is None or (errors := validate_upstream(job)):
-            await record_events(self.cluster, cached, [_validation_event(errors)], rfc3339(self.clock()))
+            await record_events(self.shared.cluster, cached, [_validation_event(errors)], rfc3339(self.clock()))
             return "invalid"
-        ctx = JobContext(job, cached, self.caches, self.cluster, self.settings, self.keygen, rfc3339(self.clock()),
-                         self.writes, self.expectations, self.settler)
+        ctx = JobContext(job, cached, rfc3339(self.clock()), self.shared)
         try:
             return await self._reconcile(ctx)
         except ResourceExistsError as error:
@@ -108,7 +92,7 @@ class Reconciler:
             if find_condition(status, c.CONDITION_WORKERS_READY) is not None:  # not added to jobs finished before it
                 events += _workers_ready(ctx, status, [])[0]
             return await self._write_status(ctx, before, status, events) or "finished"
-        if errors := builders.config_map_size_errors(ctx.job, self.settings.cluster_domain):
+        if errors := builders.config_map_size_errors(ctx.job, self.shared.settings.cluster_domain):
             _refuse(ctx, status, events, _validation_event(errors))
             events += _workers_ready(ctx, status, [])[0]
             return await self._write_status(ctx, before, status, events) or "refused"
@@ -142,7 +126,7 @@ class Reconciler:
             await children.ensure_config_map(ctx)
             await children.ensure_secret(ctx)
             if not ctx.suspended:
-                if self.settings.gang is not None:
+                if self.shared.settings.gang is not None:
                     await gang.ensure_pod_group(ctx)
                 worker_pods = await workers.ensure_workers(ctx)
             if launcher is None and (ctx.launcher_at_startup or workers.all_ready(worker_pods)):
@@ -165,16 +149,16 @@ class Reconciler:
     async def _clean_up(self, ctx: JobContext) -> None:
         """Workers per cleanPodPolicy, and the PodGroup (finished or suspended jobs)."""
         await workers.clean_up(ctx)
-        if self.settings.gang is not None:
+        if self.shared.settings.gang is not None:
             await gang.delete_pod_group(ctx)
 
     async def _report_create_failure(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event],
                                      failure: CreateFailedError) -> None:
         """The WorkersReady condition says which create the API refused and why; the sync fails as before, with
         the API's error (a failed write of this status is only logged)."""
+        no_launcher = ctx.shared.caches.jobs.get(ctx.namespace, ctx.name + c.LAUNCHER_SUFFIX) is None
         ready_events, _ = _workers_ready(ctx, status, failure.existing, launcher_waits=not ctx.launcher_at_startup
-                                         and ctx.caches.jobs.get(ctx.namespace, ctx.name + c.LAUNCHER_SUFFIX) is None,
-                                         create_error=failure.error.message)
+                                         and no_launcher, create_error=failure.error.message)
         try:
             await self._write_status(ctx, before, status, events + ready_events)
         except ApiError as error:
@@ -187,17 +171,17 @@ class Reconciler:
         count, written only along with another change. Returns "deleted" when the job is gone, else ""."""
         if status != before:
             progress_only = _without_counts(status) == _without_counts(before)
-            if progress_only and self.settler.postpone(ctx.key, ctx.uid, "status"):
+            if progress_only and self.shared.settler.postpone(ctx.key, ctx.uid, "status"):
                 return ""
             if carried is not None:
                 carried.apply(status)
             try:
-                await self.cluster.replace_status(MPIJOBS, {**ctx.cached, "status": status})
+                await self.shared.cluster.replace_status(MPIJOBS, {**ctx.cached, "status": status})
             except ApiError as error:
                 if error.not_found:
                     return "deleted"  # nothing left to report on: done
                 raise
-            self.settler.wrote(ctx.uid, "status")
+            self.shared.settler.wrote(ctx.uid, "status")
             if any(e.reason == c.REASON_CREATED for e in events):
                 self.metrics.jobs_created.inc()
         await ctx.event(*events)

@@ -36,12 +36,12 @@ def worker_index(job_name: str, pod_name: str) -> int | None:
 
 def owned_workers(ctx: JobContext) -> list[JSONDict]:
     selector = names.role_selector(ctx.name, c.ROLE_WORKER)
-    return [p for p in ctx.caches.pods.select(ctx.namespace, selector) if is_controlled_by(p, ctx.uid)]
+    return [p for p in ctx.shared.caches.pods.select(ctx.namespace, selector) if is_controlled_by(p, ctx.uid)]
 
 
 async def _concurrently(ctx: JobContext, calls: Iterable[Callable[[], Awaitable[T]]]) -> list[T]:
     """The results of the calls, in order. A call (and the body it builds) starts only when one of the
-    process's ``max_concurrent_writes`` slots (``ctx.writes``, shared by every sync) is free: 16 syncs of
+    process's ``max_concurrent_writes`` slots (``ctx.shared.writes``, shared by every sync) is free: 16 syncs of
     16 workers hold at most 64 built pods at once, not 256 waiting for a connection, and a job of 1,000
     workers runs 64 tasks, not 1,000. The first failure cancels the calls still in flight and is raised
     itself (not wrapped in an ExceptionGroup)."""
@@ -51,12 +51,12 @@ async def _concurrently(ctx: JobContext, calls: Iterable[Callable[[], Awaitable[
 
     async def run_next() -> None:
         for index in indexes:
-            async with ctx.writes:
+            async with ctx.shared.writes:
                 results[index] = await pending[index]()
 
     try:
         async with asyncio.TaskGroup() as group:
-            for _ in range(min(len(pending), ctx.settings.max_concurrent_writes)):
+            for _ in range(min(len(pending), ctx.shared.settings.max_concurrent_writes)):
                 group.create_task(run_next())
     except ExceptionGroup as failures:
         raise failures.exceptions[0] from None
@@ -67,19 +67,19 @@ def _deletable(ctx: JobContext, pod: JSONDict) -> bool:
     """Not terminating yet, as far as the cache or this process's own recent deletes know."""
     name = meta(pod)["name"]
     if meta(pod).get("deletionTimestamp"):
-        ctx.expectations.deletions.discard(ctx.namespace, name)
+        ctx.shared.expectations.deletions.discard(ctx.namespace, name)
         return False
-    return not ctx.expectations.deletions.holds(ctx.namespace, name, str(meta(pod).get("uid", "")))
+    return not ctx.shared.expectations.deletions.holds(ctx.namespace, name, str(meta(pod).get("uid", "")))
 
 
 async def _delete(ctx: JobContext, pod: JSONDict) -> None:
     name = meta(pod)["name"]
     try:
-        await ctx.cluster.delete(PODS, ctx.namespace, name)
+        await ctx.shared.cluster.delete(PODS, ctx.namespace, name)
     except ApiError as error:
         if not error.not_found:
             raise
-    ctx.expectations.deletions.add(ctx.namespace, name, str(meta(pod).get("uid", "")))
+    ctx.shared.expectations.deletions.add(ctx.namespace, name, str(meta(pod).get("uid", "")))
 
 
 async def scale_down(ctx: JobContext) -> None:
@@ -93,9 +93,9 @@ async def _create(ctx: JobContext, index: int) -> JSONDict:
     """Create worker ``index`` (or read it when it exists); a pod the job does not control stops the sync. The
     pod is kept slim, as the cache holds it: a large job's creates would otherwise keep a full pod (about 10 KiB
     decoded) each until the sync ends."""
-    pod, _ = await create_or_read(ctx, PODS, builders.build_worker(ctx.job, index, ctx.settings.gang))
+    pod, _ = await create_or_read(ctx, PODS, builders.build_worker(ctx.job, index, ctx.shared.settings.gang))
     ensure_controlled(ctx, pod, PODS)
-    ctx.expectations.created(ctx.namespace, meta(pod)["name"])
+    ctx.shared.expectations.created(ctx.namespace, meta(pod)["name"])
     return slim_pod(pod) or pod
 
 
@@ -107,11 +107,11 @@ def _existing_workers(ctx: JobContext) -> tuple[dict[int, JSONDict], list[int]]:
     missing = []
     for index in range(ctx.worker_replicas):
         name = names.worker_name(ctx.name, index)
-        pod = ctx.caches.pods.get(ctx.namespace, name)
+        pod = ctx.shared.caches.pods.get(ctx.namespace, name)
         if pod is not None:
-            ctx.expectations.observed(ctx.namespace, name)
+            ctx.shared.expectations.observed(ctx.namespace, name)
             found[index] = ensure_controlled(ctx, pod, PODS)
-        elif ctx.expectations.pending(ctx.namespace, name):
+        elif ctx.shared.expectations.pending(ctx.namespace, name):
             found[index] = {"metadata": {"name": name, "namespace": ctx.namespace}, "status": {}}
         else:
             missing.append(index)

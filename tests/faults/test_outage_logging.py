@@ -17,14 +17,14 @@ import pytest
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.controller import Controller
 from reconciler.runtime.workqueue import WorkQueue
+from reconciler.settings import Settings
 
 
 class _Unreachable:
     """A Reconciler whose every sync fails as it does while the API server restarts."""
 
     def __init__(self) -> None:
-        self.settler = SimpleNamespace(requeue=None)
-        self.caches = Caches()
+        self.shared = SimpleNamespace(settler=SimpleNamespace(requeue=None), caches=Caches(), settings=Settings())
 
     async def sync(self, key: str) -> str:
         raise aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443 [Connect call failed]")

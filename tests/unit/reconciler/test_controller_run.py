@@ -15,6 +15,7 @@ from reconciler.mpijob.controller import Controller
 from reconciler.runtime.client import KubeClient
 from reconciler.runtime.informer import FatalWatchError
 from reconciler.runtime.workqueue import WorkQueue
+from reconciler.settings import Settings
 
 
 class Informer:
@@ -44,8 +45,7 @@ class BlockingReconciler:
     """A sync that never ends unless cancelled, and says which of these happened."""
 
     def __init__(self) -> None:
-        self.settler = SimpleNamespace(requeue=None)
-        self.caches = Caches()
+        self.shared = SimpleNamespace(settler=SimpleNamespace(requeue=None), caches=Caches(), settings=Settings())
         self.started = asyncio.Event()
         self.cancelled: list[str] = []
 

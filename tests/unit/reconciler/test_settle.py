@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from reconciler.mpijob.context import Shared
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.sync import Reconciler
@@ -27,8 +28,8 @@ def settled_world(clock: Clock, requeued: list[tuple[str, float]], *, config_map
     world = World(job)
     settler = Settler(1.0, clock)
     settler.requeue = lambda key, delay: requeued.append((key, round(delay, 3)))
-    world.reconciler = Reconciler(world.caches, world.cluster, Settings(), OperatorMetrics(CollectorRegistry()),
-                                  lambda: KEYS, lambda: NOW, settler=settler)
+    world.reconciler = Reconciler(Shared(world.caches, world.cluster, Settings(), lambda: KEYS, settler=settler),
+                                  OperatorMetrics(CollectorRegistry()), lambda: NOW)
     world.add_dependencies()
     if not config_map:
         del world.cluster.server[("configmaps", "default", "test-config")]

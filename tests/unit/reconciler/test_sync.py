@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from reconciler.mpijob import builders
 from reconciler.mpijob.builders import SSHKeyPair
 from reconciler.mpijob.caches import Caches
+from reconciler.mpijob.context import Shared
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
@@ -56,7 +57,8 @@ class World:
         self.caches = Caches()
         self.cluster = FakeCluster(self.caches)
         self.metrics = OperatorMetrics(CollectorRegistry())
-        self.reconciler = Reconciler(self.caches, self.cluster, Settings(), self.metrics, lambda: KEYS, lambda: NOW)
+        self.reconciler = Reconciler(Shared(self.caches, self.cluster, Settings(), lambda: KEYS), self.metrics,
+                                     lambda: NOW)
         self.job = job
         if job is not None:
             self.cluster.given(MPIJOBS, job)

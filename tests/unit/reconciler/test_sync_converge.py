@@ -54,7 +54,7 @@ async def test_secret_with_an_extra_key_loses_it_in_one_write_and_keeps_its_key_
     secret["data"]["extra"] = base64.b64encode(b"not ours to keep").decode()
     world.cluster.given(SECRETS, secret)
     keygen = CountingKeygen()
-    world.reconciler.keygen = keygen
+    world.reconciler.shared.keygen = keygen
     for _ in range(3):
         await world.sync()
         world.cluster.catch_up()
@@ -74,7 +74,7 @@ async def test_secret_that_lost_a_key_gets_a_new_pair_and_no_extra_key() -> None
     secret["data"]["extra"] = "eA=="
     world.cluster.given(SECRETS, secret)
     keygen = CountingKeygen()
-    world.reconciler.keygen = keygen
+    world.reconciler.shared.keygen = keygen
     for _ in range(3):
         await world.sync()
         world.cluster.catch_up()

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from reconciler.mpijob import builders
 from reconciler.mpijob.builders import GangScheduling
+from reconciler.mpijob.context import Shared
 from reconciler.mpijob.custom_resources import MPIJOBS, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
 from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
@@ -25,8 +26,8 @@ PLUGINS = GangScheduling("scheduler-plugins-scheduler")
 
 def gang_world(job: dict[str, Any], gang: GangScheduling) -> World:
     world = World(job)
-    world.reconciler = Reconciler(world.caches, world.cluster, Settings(gang=gang),
-                                  OperatorMetrics(CollectorRegistry()), lambda: KEYS, lambda: NOW)
+    world.reconciler = Reconciler(Shared(world.caches, world.cluster, Settings(gang=gang), lambda: KEYS),
+                                  OperatorMetrics(CollectorRegistry()), lambda: NOW)
     return world
 
 

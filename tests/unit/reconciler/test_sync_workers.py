@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from reconciler.mpijob import builders
 from reconciler.mpijob.caches import Caches
+from reconciler.mpijob.context import Shared
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
@@ -106,8 +107,8 @@ class CountingCluster(FakeCluster):
 async def test_the_write_limit_holds_for_all_the_jobs_synced_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     caches = Caches()
     cluster = CountingCluster(caches)
-    reconciler = Reconciler(caches, cluster, Settings(max_concurrent_writes=3), OperatorMetrics(CollectorRegistry()),
-                            lambda: KEYS, lambda: NOW)
+    reconciler = Reconciler(Shared(caches, cluster, Settings(max_concurrent_writes=3), lambda: KEYS),
+                            OperatorMetrics(CollectorRegistry()), lambda: NOW)
     for name in ("one", "two"):
         job = new_mpijob(name, workers=8)
         cluster.given(MPIJOBS, job)

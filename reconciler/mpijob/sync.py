@@ -1,9 +1,10 @@
 """One MPIJob's reconcile, in upstream's order (spec/controller.md section 1.2).
 
-``Reconciler.sync`` reads like a table of contents; the steps live in ``children.py`` (Service,
-ConfigMap, Secret, launcher) and ``workers.py``. It reads only from the caches, writes through the
-``Cluster`` seam, writes the status at most once and only when it changed, and emits the events of
-a status change only after that write succeeded.
+``Reconciler._reconcile`` reads like a table of contents: a finished job is cleaned up, a job that cannot
+run is refused, any other gets every child ensured (``children.py``, ``workers.py``, ``gang.py``), then the
+status its children show is computed (``next_status``: pure, WorkersReady included) and written once. A sync
+reads only from the caches, writes through the ``Cluster`` seam, writes the status at most once and only when
+it changed, and emits the events of a status change only after that write succeeded.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import UTC, datetime
 
 from reconciler.mpijob import builders, children, gang, workers
 from reconciler.mpijob.cluster import record_events
-from reconciler.mpijob.context import JobContext, Shared
+from reconciler.mpijob.context import JobContext, JobFacts, Shared
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.errors import CreateFailedError, ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
@@ -24,6 +25,7 @@ from reconciler.mpijob.readiness import CarriedAlong, WorkersSeen, update_worker
 from reconciler.mpijob.status import (
     Event,
     Observed,
+    StatusUpdate,
     compute_status,
     find_condition,
     is_finished,
@@ -82,43 +84,52 @@ class Reconciler:
             raise
 
     async def _reconcile(self, ctx: JobContext) -> str:
+        """A finished job is only cleaned up; a job that cannot run is refused; any other gets every child ensured,
+        then the status its children show (WorkersReady included, computed purely) written once, if it changed."""
         before = ctx.cached.get("status") or {}
         status, events = _with_created_condition(ctx, before)
         if is_finished(status) and status.get("completionTime"):
-            await self._stop_launcher(ctx, status)
-            if ctx.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING):
-                await self._clean_up(ctx)
-                status.setdefault("replicaStatuses", {})[c.WORKER] = {}
-            if find_condition(status, c.CONDITION_WORKERS_READY) is not None:  # not added to jobs finished before it
-                events += _workers_ready(ctx, status, [])[0]
-            return await self._write_status(ctx, before, status, events) or "finished"
+            return await self._finish(ctx, before, status, events)
         if errors := builders.config_map_size_errors(ctx.job, self.shared.settings.cluster_domain):
-            _refuse(ctx, status, events, _validation_event(errors))
-            events += _workers_ready(ctx, status, [])[0]
-            return await self._write_status(ctx, before, status, events) or "refused"
-        if not status.get("startTime") and not ctx.suspended:
-            status["startTime"] = ctx.now
+            return await self._refuse(ctx, before, status, events, _validation_event(errors))
+        _set_start_time(ctx, status)
         try:
-            launcher, worker_pods = await self._ensure_children(ctx, first_sync=not before.get("conditions"))
+            seen = await self._ensure_children(ctx, first_sync=not before.get("conditions"))
         except CreateFailedError as failure:
             await self._report_create_failure(ctx, before, status, events, failure)
             raise failure.error from None
-        if ctx.suspended:
-            await self._clean_up(ctx)
-        seen = Observed(launcher, children.launcher_pods(ctx, launcher), worker_pods, ctx.suspended)
-        status, update = compute_status(ctx.namespace, ctx.name, status, seen, ctx.now)
-        ready_events, carried = _workers_ready(ctx, status, worker_pods, launcher_waits=launcher is None)
-        if gone := await self._write_status(ctx, before, status, events + ready_events + update.events, carried):
+        new = next_status(ctx, status, seen)
+        if gone := await self._write_status(ctx, before, new.status, [*events, *new.events], new.carried):
             return gone
-        if is_finished(status) and not launcher_done(launcher):  # evicted workers ended the job
-            await children.stop_launcher(ctx, launcher)
-        if launcher is not None:
-            self.metrics.job_info.labels(launcher["metadata"]["name"], ctx.namespace).set(1)
-        self.metrics.count(update)
+        if is_finished(new.status) and not launcher_done(seen.launcher):  # evicted workers ended the job
+            await children.stop_launcher(ctx, seen.launcher)
+        self._count(ctx, seen.launcher, new.update)
         return "synced"
 
-    async def _ensure_children(self, ctx: JobContext, first_sync: bool) -> tuple[JSONDict | None, list[JSONDict]]:
-        """Every child in upstream's order (1.2 steps 10-13); the launcher Job and the worker pods seen."""
+    async def _finish(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event]) -> str:
+        """A finished job: a launcher still running is stopped, workers are deleted per cleanPodPolicy, and
+        WorkersReady says so (on jobs that have it); nothing is created."""
+        await self._stop_launcher(ctx, status)
+        if ctx.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING):
+            await self._clean_up(ctx)
+            status.setdefault("replicaStatuses", {})[c.WORKER] = {}
+        if find_condition(status, c.CONDITION_WORKERS_READY) is not None:  # not added to jobs finished before it
+            events = [*events, *_workers_ready(ctx, status, [])[0]]
+        return await self._write_status(ctx, before, status, events) or "finished"
+
+    async def _refuse(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event],
+                      why: Event) -> str:
+        """A job that cannot run as specified ends at once, no child created: Failed with the reason and message
+        of ``why``, which is also its event."""
+        set_condition(status, c.CONDITION_FAILED, c.CONDITION_TRUE, why.reason, why.message, ctx.now)
+        status["completionTime"] = ctx.now
+        status.setdefault("replicaStatuses", {})[c.WORKER] = {}  # none was ever created
+        events = [*events, why, *_workers_ready(ctx, status, [])[0]]
+        return await self._write_status(ctx, before, status, events) or "refused"
+
+    async def _ensure_children(self, ctx: JobContext, first_sync: bool) -> Observed:
+        """Every child in upstream's order (1.2 steps 10-13), and a suspended job's workers and PodGroup deleted;
+        what the launcher Job, its pods and the workers show."""
         launcher = await children.find_launcher(ctx, first_sync)
         worker_pods: list[JSONDict] = []
         if not launcher_done(launcher):
@@ -133,7 +144,9 @@ class Reconciler:
                 launcher = await children.create_launcher(ctx)
         if launcher is not None:
             launcher = await children.sync_launcher_suspension(ctx, launcher)
-        return launcher, worker_pods
+        if ctx.suspended:
+            await self._clean_up(ctx)
+        return Observed(launcher, children.launcher_pods(ctx, launcher), worker_pods, ctx.suspended)
 
     @staticmethod
     async def _stop_launcher(ctx: JobContext, status: JSONDict) -> None:
@@ -156,11 +169,11 @@ class Reconciler:
                                      failure: CreateFailedError) -> None:
         """The WorkersReady condition says which create the API refused and why; the sync fails as before, with
         the API's error (a failed write of this status is only logged)."""
-        no_launcher = ctx.shared.caches.jobs.get(ctx.namespace, ctx.name + c.LAUNCHER_SUFFIX) is None
-        ready_events, _ = _workers_ready(ctx, status, failure.existing, launcher_waits=not ctx.launcher_at_startup
-                                         and no_launcher, create_error=failure.error.message)
+        launcher_waits = not ctx.launcher_at_startup and children.cached_launcher(ctx) is None
+        ready_events, _ = _workers_ready(ctx, status, failure.existing, launcher_waits=launcher_waits,
+                                         create_error=failure.error.message)
         try:
-            await self._write_status(ctx, before, status, events + ready_events)
+            await self._write_status(ctx, before, status, [*events, *ready_events])
         except ApiError as error:
             logger.info("status not written", extra={"kv": {"key": ctx.key, "error": str(error)}})
 
@@ -187,31 +200,54 @@ class Reconciler:
         await ctx.event(*events)
         return ""
 
+    def _count(self, ctx: JobContext, launcher: JSONDict | None, update: StatusUpdate) -> None:
+        """The job's job_info series (once it has a launcher), and the transitions this sync wrote."""
+        if launcher is not None:
+            self.metrics.job_info.labels(launcher["metadata"]["name"], ctx.namespace).set(1)
+        self.metrics.count(update)
 
-def _with_created_condition(ctx: JobContext, status: JSONDict) -> tuple[JSONDict, list[Event]]:
+
+@dataclass(frozen=True)
+class NextStatus:
+    """The status the children show, with its events (WorkersReady's first), the WorkersReady condition and ready
+    count to write only along with another change (``carried``), and the transitions the metrics count."""
+
+    status: JSONDict
+    events: list[Event]
+    carried: CarriedAlong | None
+    update: StatusUpdate
+
+
+def next_status(facts: JobFacts, status: JSONDict, seen: Observed) -> NextStatus:
+    """Pure: the new status (a copy of ``status`` changed) from what the children show, WorkersReady included."""
+    status, update = compute_status(facts.namespace, facts.name, status, seen, facts.now)
+    ready_events, carried = _workers_ready(facts, status, seen.workers, launcher_waits=seen.launcher is None)
+    return NextStatus(status, [*ready_events, *update.events], carried, update)
+
+
+def _with_created_condition(facts: JobFacts, status: JSONDict) -> tuple[JSONDict, list[Event]]:
     """A copy of the status, with the Created condition (and its event) if it has no condition yet."""
     status = copy.deepcopy(status)
     if status.get("conditions"):
         return status, []
-    message = f"MPIJob {ctx.namespace}/{ctx.name} is created."
-    set_condition(status, c.CONDITION_CREATED, c.CONDITION_TRUE, c.REASON_CREATED, message, ctx.now)
+    message = f"MPIJob {facts.namespace}/{facts.name} is created."
+    set_condition(status, c.CONDITION_CREATED, c.CONDITION_TRUE, c.REASON_CREATED, message, facts.now)
     return status, [Event("Normal", c.REASON_CREATED, message)]
 
 
-def _workers_ready(ctx: JobContext, status: JSONDict, worker_pods: list[JSONDict], *, launcher_waits: bool = False,
+def _set_start_time(facts: JobFacts, status: JSONDict) -> None:
+    """``startTime`` is set once, when the job first runs (a suspended job has not started)."""
+    if not status.get("startTime") and not facts.suspended:
+        status["startTime"] = facts.now
+
+
+def _workers_ready(facts: JobFacts, status: JSONDict, worker_pods: list[JSONDict], *, launcher_waits: bool = False,
                    create_error: str | None = None) -> tuple[list[Event], CarriedAlong | None]:
     """The WorkersReady condition set in ``status`` (readiness.py): its events, and the condition to write along."""
-    seen = WorkersSeen(worker_pods, ctx.worker_replicas, suspended=ctx.suspended, clean_pod_policy=ctx.clean_pod_policy,
-                       launcher_waits=launcher_waits and not ctx.launcher_at_startup, create_error=create_error)
-    return update_workers_ready(status, seen, ctx.now)
-
-
-def _refuse(ctx: JobContext, status: JSONDict, events: list[Event], why: Event) -> None:
-    """A job that cannot run as specified ends at once: Failed with the reason and message of ``why``."""
-    set_condition(status, c.CONDITION_FAILED, c.CONDITION_TRUE, why.reason, why.message, ctx.now)
-    status["completionTime"] = ctx.now
-    status.setdefault("replicaStatuses", {})[c.WORKER] = {}  # none was ever created
-    events.append(why)
+    seen = WorkersSeen(worker_pods, facts.worker_replicas, suspended=facts.suspended,
+                       clean_pod_policy=facts.clean_pod_policy,
+                       launcher_waits=launcher_waits and not facts.launcher_at_startup, create_error=create_error)
+    return update_workers_ready(status, seen, facts.now)
 
 
 def _managed_by(cached: JSONDict) -> str | None:

@@ -36,8 +36,9 @@ CHILD_SELECTOR = "app"  # upstream labels its Service, ConfigMap, Secret and Job
 
 
 class Controller:
-    def __init__(self, client: KubeClient, reconciler: Reconciler, queue: WorkQueue, *, namespace: str = "",
-                 threadiness: int = 2, child_event_delay: float = 0.0) -> None:
+    def __init__(  # noqa: PLR0913  three collaborators, then the process's options: keyword-only, named at the call
+            self, client: KubeClient, reconciler: Reconciler, queue: WorkQueue, *, namespace: str = "",
+            threadiness: int = 2, child_event_delay: float = 0.0) -> None:
         self.client, self.reconciler, self.queue = client, reconciler, queue
         self.namespace, self.threadiness = namespace, threadiness
         self.child_event_delay = child_event_delay  # events of a job's children within it share one sync

@@ -50,7 +50,8 @@ def is_finished(status: JSONDict) -> bool:
     return is_true(status, c.CONDITION_SUCCEEDED) or is_true(status, c.CONDITION_FAILED)
 
 
-def set_condition(status: JSONDict, condition_type: str, value: str, reason: str, message: str, now: str) -> bool:
+def set_condition(  # noqa: PLR0913, PLR0917  upstream's updateMPIJobConditions, argument for argument
+        status: JSONDict, condition_type: str, value: str, reason: str, message: str, now: str) -> bool:
     """Upstream's ``updateMPIJobConditions``: True when the condition changed.
 
     Same type, status and reason: no change (a new message alone is ignored). Same status with a new
@@ -113,11 +114,11 @@ def compute_status(
     """The new status (a copy of ``before`` changed) and the events of the transitions it made."""
     status = copy.deepcopy(before)
     update = StatusUpdate()
+    job_ref = f"{namespace}/{name}"
     _suspension(status, seen.suspended, now, update)
     if seen.launcher is not None:
-        _launcher(status, namespace, name, seen, now, update)
+        _launcher(status, job_ref, seen, now, update)
     running_workers = _workers(status, seen.workers, now, update)
-    job_ref = f"{namespace}/{name}"
     if seen.suspended:
         set_condition(status, c.CONDITION_RUNNING, c.CONDITION_FALSE, c.REASON_SUSPENDED,
                       f"MPIJob {job_ref} is suspended.", now)
@@ -151,7 +152,7 @@ def _replica_status(status: JSONDict, replica_type: str) -> JSONDict:
     return replica
 
 
-def _launcher(status: JSONDict, namespace: str, name: str, seen: Observed, now: str, update: StatusUpdate) -> None:
+def _launcher(status: JSONDict, job_ref: str, seen: Observed, now: str, update: StatusUpdate) -> None:
     launcher = seen.launcher or {}
     replica = _replica_status(status, c.LAUNCHER)
     failed = int((launcher.get("status") or {}).get("failed") or 0)
@@ -159,14 +160,14 @@ def _launcher(status: JSONDict, namespace: str, name: str, seen: Observed, now: 
         replica["failed"] = failed
     if job_condition(launcher, "Complete") is not None:
         replica["succeeded"] = 1
-        message = f"MPIJob {namespace}/{name} successfully completed."
+        message = f"MPIJob {job_ref} successfully completed."
         if not status.get("completionTime") and (launcher.get("status") or {}).get("completionTime"):
             status["completionTime"] = launcher["status"]["completionTime"]
         if set_condition(status, c.CONDITION_SUCCEEDED, c.CONDITION_TRUE, c.REASON_SUCCEEDED, message, now):
             update.events.append(Event("Normal", c.REASON_SUCCEEDED, message))
             update.succeeded = True
     elif (failed_condition := job_condition(launcher, "Failed")) is not None:
-        reason, message = failure_reason(namespace, name, failed_condition, seen.launcher_pods)
+        reason, message = failure_reason(job_ref, failed_condition, seen.launcher_pods)
         if not status.get("completionTime"):
             status["completionTime"] = now
         if set_condition(status, c.CONDITION_FAILED, c.CONDITION_TRUE, reason, message, now):
@@ -188,10 +189,11 @@ def unfinished_launcher_status(launcher: JSONDict, launcher_pods: list[JSONDict]
     return replica
 
 
-def failure_reason(namespace: str, name: str, condition: JSONDict, launcher_pods: list[JSONDict]) -> tuple[str, str]:
-    """The Failed condition's reason and message, from the launcher Job and its last failed pod."""
+def failure_reason(job_ref: str, condition: JSONDict, launcher_pods: list[JSONDict]) -> tuple[str, str]:
+    """The Failed condition's reason and message, from the launcher Job and its last failed pod (``job_ref``:
+    ``namespace/name``)."""
     reason = condition.get("reason") or c.REASON_FAILED
-    message = condition.get("message") or f"MPIJob {namespace}/{name} has failed"
+    message = condition.get("message") or f"MPIJob {job_ref} has failed"
     if reason == "BackoffLimitExceeded":
         failed = [p for p in launcher_pods if phase(p) == "Failed"]
         if failed:

@@ -34,8 +34,9 @@ class FatalWatchError(RuntimeError):
 
 
 class Informer:
-    def __init__(self, client: KubeClient, resource: Resource, *, slim: Slim, on_change: OnChange,
-                 namespace: str = "", label_selector: str = "", store: Store | None = None) -> None:
+    def __init__(  # noqa: PLR0913  what to watch and where to put it: keyword-only, named at each call
+            self, client: KubeClient, resource: Resource, *, slim: Slim, on_change: OnChange, namespace: str = "",
+            label_selector: str = "", store: Store | None = None) -> None:
         self.client, self.resource = client, resource
         self.slim, self.on_change = slim, on_change
         self.namespace, self.label_selector = namespace, label_selector

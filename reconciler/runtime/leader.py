@@ -78,9 +78,10 @@ class LeaseRecord:
 
 
 class LeaderElector:
-    def __init__(self, client: KubeClient, namespace: str, name: str = "mpi-operator", *,
-                 lease_duration: float = 15.0, renew_deadline: float = 5.0, retry_period: float = 3.0,
-                 identity: str = "", clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(  # noqa: PLR0913  client-go's LeaderElectionConfig: its timings keyword-only, named at each call
+            self, client: KubeClient, namespace: str, name: str = "mpi-operator", *, lease_duration: float = 15.0,
+            renew_deadline: float = 5.0, retry_period: float = 3.0, identity: str = "",
+            clock: Callable[[], float] = time.monotonic) -> None:
         self.client, self.namespace, self.name = client, namespace, name
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
         self.lease_duration, self.renew_deadline, self.retry_period = lease_duration, renew_deadline, retry_period

@@ -34,8 +34,9 @@ def build_hostfile(job: MPIJob, cluster_domain: str = "") -> str:
 
 
 @functools.lru_cache(maxsize=4)  # a job syncs many times while its pods start: built once, not 1,000 lines a sync
-def _hostfile(name: str, namespace: str, replicas: int, launcher_as_worker: bool, slots: int, openmpi: bool,
-              cluster_domain: str) -> str:
+def _hostfile(  # noqa: PLR0913, PLR0917  the arguments are the cache's key: the scalars of the job it reads
+        name: str, namespace: str, replicas: int, launcher_as_worker: bool, slots: int, openmpi: bool,
+        cluster_domain: str) -> str:
     hosts = [names.worker_name(name, i) for i in range(replicas)]
     if launcher_as_worker:
         hosts.insert(0, names.launcher_name(name))

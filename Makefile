@@ -54,15 +54,15 @@ lock: $(STAMP)
 	$(UV_COMPILE) --extra reconciler -c $(LOCK)/dev.txt -o $(LOCK)/reconciler.txt
 
 testbin:
-	@bash hack/build-testbin.sh >/dev/null
+	@bash hack/build/build-testbin.sh >/dev/null
 
 # The real node's binaries (kubelet, CoreDNS; containerd & co. from Debian) and the images it runs
 # (pause, mpi-pi:{openmpi,mpich,intel}, our webhook and reconciler from their Dockerfiles via buildah),
 # cached under ~/.cache/mpijob-operator; a no-op when cached. Needs Linux and root: skipped otherwise.
 node-images: testbin
 	@if [ "$$(uname -s)" = Linux ] && [ "$$(id -u)" = 0 ]; then \
-	  bash hack/build-node.sh >/dev/null && bash hack/build-images.sh >/dev/null && \
-	  bash hack/build-operator-images.sh >/dev/null; \
+	  bash hack/build/build-node.sh >/dev/null && bash hack/build/build-images.sh >/dev/null && \
+	  bash hack/build/build-operator-images.sh >/dev/null; \
 	else echo "node-images: not Linux/root, the real-node tests (tests/e2e) will be skipped"; fi
 
 e2e: $(STAMP) node-images
@@ -82,16 +82,16 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(VENV)/bin/pytest tests/unit tests/webhook tests/fuzz
 
-# The upstream Go operator v0.8.2 (hack/build-peer.sh, cached beside the testbin) for the handover test
+# The upstream Go operator v0.8.2 (hack/build/build-peer.sh, cached beside the testbin) for the handover test
 # tests/integration/test_handover.py, which is skipped without Go.
 peer-bin:
-	@if command -v go >/dev/null; then bash hack/build-peer.sh >/dev/null; else echo "peer-bin: no Go, the handover test will be skipped"; fi
+	@if command -v go >/dev/null; then bash hack/build/build-peer.sh >/dev/null; else echo "peer-bin: no Go, the handover test will be skipped"; fi
 
 # Kueue (sigs.k8s.io/kueue) for tests/integration/test_kueue.py, built from the Go module proxy and cached
 # beside the control-plane binaries (docs/kueue.md); without Go those tests are skipped.
 .PHONY: kueue
 kueue:
-	@if command -v go >/dev/null; then bash hack/build-kueue.sh >/dev/null; else echo "kueue: no Go, the Kueue tests will be skipped"; fi
+	@if command -v go >/dev/null; then bash hack/build/build-kueue.sh >/dev/null; else echo "kueue: no Go, the Kueue tests will be skipped"; fi
 
 integration: $(STAMP) testbin peer-bin kueue
 	$(VENV)/bin/pytest tests/integration
@@ -116,24 +116,24 @@ demo: $(STAMP) testbin node-images
 	$(PY) -m hack.demo
 
 crd: $(STAMP)
-	$(PY) hack/gen_crd.py
+	$(PY) hack/gen/crd.py
 
 .PHONY: api-reference
 api-reference: $(STAMP)  ## regenerate docs/api-reference.md from the API models
-	$(PY) hack/gen_api_reference.py
+	$(PY) hack/gen/api_reference.py
 
 # wrk comes from the distribution: the benchmark installs it with apt-get when it is missing and we are root.
 bench-webhook: $(STAMP)
-	$(PY) -m hack.bench_webhook $(BENCH_WEBHOOK_ARGS)
+	$(PY) -m hack.bench.webhook $(BENCH_WEBHOOK_ARGS)
 
 bench-admission: $(STAMP) testbin
-	$(PY) -m hack.bench_admission
+	$(PY) -m hack.bench.admission
 
 bench-reconciler: $(STAMP) testbin
-	$(PY) -m hack.bench_reconciler
+	$(PY) -m hack.bench.reconciler
 
 bench-recovery: $(STAMP) testbin
-	$(PY) -m hack.bench_recovery
+	$(PY) -m hack.bench.recovery
 
 # The peer benchmark: builds github.com/kubeflow/mpi-operator from the Go module proxy (cached beside the
 # control-plane binaries; benchmark only) and plots with matplotlib (the `bench` extra).
@@ -143,8 +143,8 @@ $(BENCH_STAMP): $(STAMP) $(LOCK)/bench.txt
 	@touch $@
 
 bench-peer: $(BENCH_STAMP) testbin
-	@bash hack/build-peer.sh >/dev/null
-	$(PY) -m hack.bench_peer $(BENCH_PEER_ARGS)
+	@bash hack/build/build-peer.sh >/dev/null
+	$(PY) -m hack.bench.peer $(BENCH_PEER_ARGS)
 
 clean:
 	rm -rf $(VENV) $(CLUSTER_DIR) .mypy_cache .ruff_cache .pytest_cache

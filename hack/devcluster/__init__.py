@@ -1,7 +1,7 @@
 """A local Kubernetes control plane for integration tests and development (docs/local-cluster.md).
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok run as local processes on
-loopback, from binaries built out of Go modules by hack/build-testbin.sh.
+loopback, from binaries built out of Go modules by hack/build/build-testbin.sh.
 """
 
 from .cluster import LocalCluster

@@ -1,4 +1,4 @@
-"""Finding the control-plane binaries: $MPIJOB_TESTBIN, or hack/build-testbin.sh (which builds them
+"""Finding the control-plane binaries: $MPIJOB_TESTBIN, or hack/build/build-testbin.sh (which builds them
 from Go modules on first use, ~15 minutes on 2 cores, and is a no-op once they are cached)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from .wait import HarnessError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO_ROOT / "hack" / "build-testbin.sh"
+BUILD_SCRIPT = REPO_ROOT / "hack" / "build" / "build-testbin.sh"
 ENV_VAR = "MPIJOB_TESTBIN"
 REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
 

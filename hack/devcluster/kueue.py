@@ -1,4 +1,4 @@
-"""Kueue (sigs.k8s.io/kueue, built by hack/build-kueue.sh) as a local process against a LocalCluster.
+"""Kueue (sigs.k8s.io/kueue, built by hack/build/build-kueue.sh) as a local process against a LocalCluster.
 
     kueue = Kueue(cluster, work_dir, find_kueue())
     kueue.install_crds()      # Kueue's CRDs, conversion webhooks by URL (before the start: it watches them)
@@ -47,8 +47,8 @@ from .rest import JSON, condition
 from .wait import HarnessError, wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO_ROOT / "hack" / "build-kueue.sh"
-VERSION = os.environ.get("KUEUE_VERSION", "v0.19.2")  # hack/build-kueue.sh reads the same variable
+BUILD_SCRIPT = REPO_ROOT / "hack" / "build" / "build-kueue.sh"
+VERSION = os.environ.get("KUEUE_VERSION", "v0.19.2")  # hack/build/build-kueue.sh reads the same variable
 NAMESPACE = "kueue-system"
 SERVICE_ACCOUNT = "kueue-controller-manager"
 NAME_PREFIX = "kueue-"  # config/default/kustomization.yaml: namePrefix
@@ -68,7 +68,7 @@ class KueueUnavailableError(HarnessError):
 
 @dataclass(frozen=True)
 class KueueBuild:
-    """The binary and, beside it, the manifests copied from the same module (hack/build-kueue.sh)."""
+    """The binary and, beside it, the manifests copied from the same module (hack/build/build-kueue.sh)."""
 
     binary: Path
 

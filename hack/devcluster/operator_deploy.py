@@ -2,7 +2,7 @@
 of an overlay of `deploy/` with the built-in certificate path (deploy/certs/README.md, section 2).
 
 The images are `mpijob-operator/{webhook,reconciler}:dev`, built from Dockerfile.webhook and
-Dockerfile.reconciler by hack/build-operator-images.sh and imported into the node (IfNotPresent).
+Dockerfile.reconciler by hack/build/build-operator-images.sh and imported into the node (IfNotPresent).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .cluster import LocalCluster
 from .rest import ApiError
 from .wait import HarnessError, wait_for
 
-BUILD_SCRIPT = REPO_ROOT / "hack" / "build-operator-images.sh"
+BUILD_SCRIPT = REPO_ROOT / "hack" / "build" / "build-operator-images.sh"
 NAMESPACE = "mpi-operator"
 WEBHOOK = "mpijob-webhook"
 RECONCILER = "mpi-operator"  # upstream's Deployment name (deploy/reconciler, docs/migration.md)

@@ -44,8 +44,8 @@ from .pki import issue
 from .rest import ApiError, condition
 from .wait import HarnessError, wait_for
 
-NODE_BUILD_SCRIPT = REPO_ROOT / "hack" / "build-node.sh"
-IMAGES_BUILD_SCRIPT = REPO_ROOT / "hack" / "build-images.sh"
+NODE_BUILD_SCRIPT = REPO_ROOT / "hack" / "build" / "build-node.sh"
+IMAGES_BUILD_SCRIPT = REPO_ROOT / "hack" / "build" / "build-images.sh"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mpijob-operator"
 CONTAINERD_ROOT = CACHE / "containerd"  # images survive between clusters
 NODE_NAME = "real-node"
@@ -70,7 +70,7 @@ def unavailable() -> str | None:
         return "a real node needs root (mounts, a bridge, cgroups)"
     for tool in ("containerd", "ctr", "runc", "ip", "iptables", "mount"):
         if shutil.which(tool) is None:
-            return f"{tool} is not installed (hack/build-node.sh installs the Debian packages)"
+            return f"{tool} is not installed (hack/build/build-node.sh installs the Debian packages)"
     return None
 
 
@@ -84,13 +84,13 @@ def _run_build(script: Path, *args: str) -> Path:
 
 
 def node_bin_dir() -> Path:
-    """kubelet and coredns, built (once, cached) by hack/build-node.sh."""
+    """kubelet and coredns, built (once, cached) by hack/build/build-node.sh."""
     return _run_build(NODE_BUILD_SCRIPT)
 
 
 def image_archives(names: Sequence[str] = ALL_IMAGES) -> list[Path]:
     """The docker-archives of the named images (pause, openmpi, mpich, intel), built once by
-    hack/build-images.sh and cached."""
+    hack/build/build-images.sh and cached."""
     out = _run_build(IMAGES_BUILD_SCRIPT, *names)
     found = []
     for name in names:

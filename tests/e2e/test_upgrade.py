@@ -2,8 +2,8 @@
 --server-side`, as docs/migration.md describes, while an MPIJob runs on the real node.
 
 The Go operator runs in a pod from upstream's own manifest (its module's deploy/v2beta1/mpi-operator.yaml,
-applied unchanged) and image name (mpioperator/mpi-operator:0.8.2, the binary of hack/build-peer.sh packed
-by hack/build-peer-image.sh). Back to upstream, then forward to ours: each is a rolling update of the
+applied unchanged) and image name (mpioperator/mpi-operator:0.8.2, the binary of hack/build/build-peer.sh packed
+by hack/build/build-peer-image.sh). Back to upstream, then forward to ours: each is a rolling update of the
 same Deployment `mpi-operator/mpi-operator` (our selector is upstream's), the Lease `mpi-operator` passes
 to the new pod, and the job started under the Go operator finishes under ours with the same worker pods
 and launcher Job.
@@ -36,17 +36,18 @@ LAUNCHER_SLEEP = 75  # seconds the launcher waits before mpirun: longer than the
 
 
 def _script(name: str) -> str:
-    result = subprocess.run(["bash", str(REPO_ROOT / "hack" / name)], capture_output=True, text=True, check=False)
+    result = subprocess.run(["bash", str(REPO_ROOT / "hack" / "build" / name)], capture_output=True, text=True,
+                            check=False)
     if result.returncode != 0:
         if shutil.which("go") is None:
-            pytest.skip(f"Go is not installed: the upstream mpi-operator v0.8.2 cannot be built (hack/{name})")
-        pytest.fail(f"hack/{name} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+            pytest.skip(f"Go is not installed: the upstream mpi-operator v0.8.2 cannot be built (hack/build/{name})")
+        pytest.fail(f"hack/build/{name} failed ({result.returncode}):\n{result.stderr[-4000:]}")
     return result.stdout.strip().splitlines()[-1]
 
 
 @dataclass(frozen=True)
 class Upstream:
-    manifest: Path  # upstream's deploy/v2beta1/mpi-operator.yaml, from the module hack/build-peer.sh builds
+    manifest: Path  # upstream's deploy/v2beta1/mpi-operator.yaml, from the module hack/build/build-peer.sh builds
     ca_bundle: str  # our webhook's, to apply our overlay again after upstream's
 
 

@@ -25,7 +25,7 @@ from hack.devcluster.binaries import find_bin_dir
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MPIJOB_CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 HERE = Path(__file__).resolve().parent
-# 6 kwok nodes of 1,000 pods each: room for the 5,000-worker job (hack/bench_reconciler.py has 4)
+# 6 kwok nodes of 1,000 pods each: room for the 5,000-worker job (hack/bench/reconciler.py has 4)
 NODE_POOL = NodePool(count=6, pods="1000")
 FIGURES: list[str] = []
 

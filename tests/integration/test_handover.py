@@ -1,4 +1,4 @@
-"""Switching operators on a live cluster: the upstream Go mpi-operator v0.8.2 (built by hack/build-peer.sh)
+"""Switching operators on a live cluster: the upstream Go mpi-operator v0.8.2 (built by hack/build/build-peer.sh)
 and our reconciler take turns on the same Lease (``mpi-operator`` in ``mpi-operator``) while jobs run.
 
 Go -> ours is a rolling update of the shipped Deployment over upstream's (docs/migration.md): ours starts
@@ -57,14 +57,15 @@ def _upstream_only_jobs() -> dict[str, JSON]:
 
 
 def _peer_binary() -> Path:
-    """hack/build-peer.sh: the cached Go binary, built first if Go is installed; skip only without Go."""
+    """hack/build/build-peer.sh: the cached Go binary, built first if Go is installed; skip only without Go."""
     env = {**os.environ, "PEER_VERSION": "v0.8.2"}
-    result = subprocess.run(["bash", str(REPO_ROOT / "hack" / "build-peer.sh")], env=env, capture_output=True,
+    result = subprocess.run(["bash", str(REPO_ROOT / "hack" / "build" / "build-peer.sh")], env=env, capture_output=True,
                             text=True, check=False)
     if result.returncode != 0:
         if shutil.which("go") is None:
-            pytest.skip("Go is not installed: the upstream mpi-operator v0.8.2 cannot be built (hack/build-peer.sh)")
-        pytest.fail(f"hack/build-peer.sh failed ({result.returncode}):\n{result.stderr[-4000:]}")
+            pytest.skip("Go is not installed: the upstream mpi-operator v0.8.2 cannot be built "
+                        "(hack/build/build-peer.sh)")
+        pytest.fail(f"hack/build/build-peer.sh failed ({result.returncode}):\n{result.stderr[-4000:]}")
     return Path(result.stdout.strip().splitlines()[-1])
 
 

@@ -1,5 +1,5 @@
 """MPIJobs queued and admitted by a real Kueue (hack/devcluster/kueue.py, built from sigs.k8s.io/kueue by
-hack/build-kueue.sh) and run by our reconciler and webhook (docs/kueue.md).
+hack/build/build-kueue.sh) and run by our reconciler and webhook (docs/kueue.md).
 
 Kueue suspends queued MPIJobs at admission, admits them against ClusterQueue quota, writes its
 ResourceFlavor's nodeSelector and tolerations into the replica templates and unsuspends them; it

@@ -144,7 +144,7 @@ def test_warnings_are_shown_by_kubectl(cluster: LocalCluster, webhook: OperatorW
 
 
 def test_crd_generator_agrees_with_this_api_server(cluster: LocalCluster) -> None:
-    result = subprocess.run([sys.executable, "hack/gen_crd.py", "--from-server", "--kubeconfig",
+    result = subprocess.run([sys.executable, "hack/gen/crd.py", "--from-server", "--kubeconfig",
                              str(cluster.kubeconfig), "--check"], check=False, capture_output=True, text=True,
                             cwd=REPO_ROOT)
     assert result.returncode == 0, result.stdout + result.stderr

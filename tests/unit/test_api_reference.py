@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from hack.apiref.probes import Facts, collect
-from hack.apiref.shapes import EMBEDDED, Schema, mismatches, type_docs
-from hack.gen_api_reference import DEFAULT_OUTPUT, generate, load_schema
+from hack.gen.api_reference import DEFAULT_OUTPUT, generate, load_schema
+from hack.gen.apiref.probes import Facts, collect
+from hack.gen.apiref.shapes import EMBEDDED, Schema, mismatches, type_docs
 
 Path_ = tuple[str, ...]
 

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from hack import benchdoc
-from hack.bench_webhook import Run, summarize
-from hack.peer import summary
+from hack.bench import doc as benchdoc
+from hack.bench.peer import summary
+from hack.bench.webhook import Run, summarize
 
 
 def test_the_page_summary_is_the_rendering_of_the_committed_results() -> None:
     assert benchdoc.current_block() == benchdoc.block(benchdoc.rendered()), (
-        "docs/benchmarks.md's summary differs from hack/bench/results/*.json: run python -m hack.benchdoc")
+        "docs/benchmarks.md's summary differs from hack/bench/results/*.json: run python -m hack.bench.doc")
 
 
 @pytest.mark.parametrize("name", ["peer", "webhook"])
@@ -29,7 +29,7 @@ def test_each_results_file_says_which_run_it_holds(name: str) -> None:
         assert all(data[key] for key in ("transcribed_from", "transcription_note"))
     else:
         assert data["provenance"] == "measured"
-        assert data["command"].startswith(f"python -m hack.bench_{name}")
+        assert data["command"].startswith(f"python -m hack.bench.{name}")
 
 
 def raw_peer_results() -> dict[str, Any]:
@@ -52,7 +52,7 @@ def raw_peer_results() -> dict[str, Any]:
 
 
 def test_a_measured_peer_run_fills_the_summary() -> None:
-    figures = json.loads(json.dumps(summary.summarize(raw_peer_results(), "abc1234", "python -m hack.bench_peer", [])))
+    figures = json.loads(json.dumps(summary.summarize(raw_peer_results(), "abc1234", "python -m hack.bench.peer", [])))
     lines = benchdoc.peer_lines(figures)
     assert "| B3 time to all 1,000 workers created, defaults (s) | 201.000 (200.000-202.000) | 5.000 (4.000-6.000) | " \
         "41.8x faster (33.7-50.0) | >= 20x faster than Go: met |" in lines
@@ -77,7 +77,7 @@ def test_a_measured_webhook_run_fills_the_summary() -> None:
     args = argparse.Namespace(rounds=2, sizes=[20], concurrency=[1, 16], duration=8.0, warmup=2.0, log_level="info")
     memory = {"idle_mib": 50.0, "end_mib": 52.0, "peak_mib": 55.0, "trivial_idle_mib": 40.0}
     figures = json.loads(json.dumps(summarize(runs, memory, args, "2026-12-05 10:00 UTC", ["--rounds", "2"])))
-    assert figures["command"] == "python -m hack.bench_webhook --rounds 2"
+    assert figures["command"] == "python -m hack.bench.webhook --rounds 2"
     assert benchdoc.webhook_lines(figures) == [
         "| B2 webhook requests/s per core, 20 KB MPIJob, 16 connections: mutate / validate | no webhook | "
         "8,000 (8,000-8,000) / 5,000 (5,000-5,000) | 80.0 % (80.0-80.0) / 50.0 % (50.0-50.0) of a do-nothing "

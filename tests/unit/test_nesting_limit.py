@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hack.payloads import admission_review, mpijob_of_size
+from hack.bench.payloads import admission_review, mpijob_of_size
 from shared.api import ErrorType, parse_mpijob
 from shared.api.parse import MAX_NESTING
 from webhook import admission

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hack.bench_peer import merge
-from hack.peer.report import floor_lines
+from hack.bench.peer.__main__ import merge
+from hack.bench.peer.report import floor_lines
 
 
 def results(b0: list[dict[str, Any]], ttacs: list[float], workers: int = 1000) -> dict[str, Any]:

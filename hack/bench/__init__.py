@@ -1,0 +1,1 @@
+"""Benchmarks (docs/benchmarks.md) and their machine-written results (results/)."""

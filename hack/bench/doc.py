@@ -1,0 +1,316 @@
+"""docs/benchmarks.md's summary, rendered from the latest results files kept in the repository.
+
+``make bench-peer`` writes hack/bench/results/peer.json and ``make bench-webhook`` webhook.json (the figures of
+their latest run, with its date and commit); each then rewrites the summary between the page's markers from
+both files. ``python -m hack.bench.doc`` renders it again from the files as they are; ``--check`` only says
+whether the page matches them (exit 1 if not). A unit test checks the same, so the page cannot drift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RESULTS = REPO_ROOT / "hack" / "bench" / "results"
+DOC = REPO_ROOT / "docs" / "benchmarks.md"
+START = "<!-- generated: summary (python -m hack.bench.doc, from hack/bench/results/*.json; do not edit) -->"
+END = "<!-- end: summary -->"
+
+Figure = dict[str, Any]  # {"median", "min", "max", "n"}; min and max may be missing (not recorded)
+
+
+def stat(values: list[float]) -> Figure | None:
+    """What a results file keeps of a figure measured in several rounds; None for no values."""
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def show(figure: Figure | None, digits: int = 2, sep: bool = False, unit: str = "") -> str:
+    """``median (min-max)``, the median alone for one round or when min-max was not recorded, ``-`` for none."""
+    if figure is None:
+        return "-"
+    fmt = f"{',' if sep else ''}.{digits}f"
+    text = format(figure["median"], fmt) + unit
+    if figure.get("n") == 1 or figure.get("min") is None:
+        return text
+    return f"{text} ({format(figure['min'], fmt)}-{format(figure['max'], fmt)})"
+
+
+def rounded(value: Any, places: int = 6) -> Any:
+    """``value`` with every float rounded (results files stay small and their diffs readable)."""
+    if isinstance(value, float):
+        return round(value, places)
+    if isinstance(value, dict):
+        return {k: rounded(v, places) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rounded(v, places) for v in value]
+    return value
+
+
+def write_json(path: Path, data: dict[str, Any], places: int = 6) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rounded(data, places), indent=1, ensure_ascii=False) + "\n")
+
+
+def current_commit() -> str:
+    """The checkout's short commit, ``-dirty`` when it has uncommitted changes; ``unknown`` without git."""
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], cwd=REPO_ROOT,
+                             capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+# ---- the summary table
+
+
+def median(row: dict[str, Any], side: str) -> float | None:
+    figure = row.get(side)
+    return None if figure is None else float(figure["median"])
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target of spec/performance.md (or of the issue that set it): its text, and whether a row meets it
+    (None: a figure it needs was not measured)."""
+
+    text: str
+    met: Callable[[dict[str, Any]], bool | None]
+
+
+def threshold(side: str, limit: float, text: str, above: bool) -> Target:
+    def met(row: dict[str, Any]) -> bool | None:
+        value = median(row, side)
+        return None if value is None else (value >= limit if above else value <= limit)
+
+    return Target(text, met)
+
+
+def sustains_twice_go(row: dict[str, Any]) -> bool | None:
+    go, ours = median(row, "go"), median(row, "ours")
+    return None if go is None or ours is None else ours > 0 and ours >= 2 * go
+
+
+@dataclass(frozen=True)
+class PeerRow:
+    label: str
+    setting: str
+    key: str
+    target: Target | None = None
+
+
+FASTER_20 = threshold("ratio", 20, ">= 20x faster than Go", above=True)
+FASTER_5 = threshold("ratio", 5, ">= 5x faster than Go", above=True)
+NOT_ABOVE_GO = threshold("ratio", 1, "no more than Go", above=False)
+PEER_ROWS = [
+    *[PeerRow(f"B3 time to all {w:,} workers created, defaults (s)", "defaults", f"ttac/{w}",
+              FASTER_20 if w == 1000 else None) for w in (64, 512, 1000)],
+    *[PeerRow(f"B3 time to all {w:,} workers created, raised limits (s)", "raised", f"ttac/{w}",
+              FASTER_5 if w >= 512 else None) for w in (64, 512, 1000)],
+    PeerRow("B4 jobs/s sustained with p99 <= 2 s (of 5, 10, 20, 40/s), raised limits", "raised",
+            "sustained/5/10/20/40", Target(">= 2x Go's", sustains_twice_go)),
+    PeerRow("B4 p99 POST to launcher Job at 10 jobs/s, raised limits (s)", "raised", "p99/10",
+            threshold("ratio", 2, "<= 0.5x Go's p99", above=True)),
+    *[PeerRow(f"B5 API writes for one 64-worker job, creation to Succeeded, {s}", s, "writes_before_cleanup",
+              threshold("ours", 64 + 12, "<= W + 12 = 76", above=False)) for s in ("defaults", "raised")],
+    PeerRow("B6 reconciler RSS idle, defaults (MiB)", "defaults", "rss_idle", NOT_ABOVE_GO),
+    PeerRow("B6 reconciler RSS with a 1,000-worker job live, defaults (MiB)", "defaults", "rss/1000", NOT_ABOVE_GO),
+    PeerRow("B6 reconciler CPU-seconds per 1,000 pods created, raised limits", "raised", "cpu_per_1000/1000"),
+]
+
+
+def judged(text: str, met: bool | None) -> str:
+    return f"{text}: {'not measured' if met is None else 'met' if met else '**missed**'}"
+
+
+def ratio_text(row: dict[str, Any]) -> str:
+    ratio = row.get("ratio")
+    if ratio is None:
+        return "-"
+    faster = row["ratio_of"] == "go/ours"
+    return show(ratio, 1 if faster else 2, unit="x faster" if faster else "x Go's")
+
+
+def peer_lines(peer: dict[str, Any]) -> list[str]:
+    rows = {(r["setting"], r["key"]): r for r in peer["rows"]}
+    lines = []
+    for spec in PEER_ROWS:
+        row = rows.get((spec.setting, spec.key))
+        target = judged(spec.target.text, spec.target.met(row) if row else None) if spec.target else ""
+        if row is None:
+            lines.append(f"| {spec.label} | - | - | - | {target} |")
+            continue
+        go = show(row["go"], row["digits"])
+        if row.get("censored", {}).get("counts", {}).get("go"):
+            go = f">= {go}"  # launchers still missing at the end of the wait: a lower bound
+        lines.append(f"| {spec.label} | {go} | {show(row['ours'], row['digits'])} | {ratio_text(row)} | {target} |")
+    return lines
+
+
+def webhook_row(webhook: dict[str, Any], endpoint: str, concurrency: int, size_kb: int = 20) -> dict[str, Any] | None:
+    return next((r for r in webhook["rows"] if (r["endpoint"], r["concurrency"], r["size_kb"]) ==
+                 (endpoint, concurrency, size_kb)), None)
+
+
+def webhook_ratio(webhook: dict[str, Any], endpoint: str, concurrency: int, size_kb: int = 20) -> Figure | None:
+    return next((r["percent"] for r in webhook["ratios"] if (r["endpoint"], r["concurrency"], r["size_kb"]) ==
+                 (endpoint, concurrency, size_kb)), None)
+
+
+def both(webhook: dict[str, Any], concurrency: int, field: str, target: Target, digits: int,
+         sep: bool = False) -> tuple[str, str]:
+    """``mutate / validate`` cells of one field at 20 KB, and the verdict on both."""
+    cells, verdicts = [], {}
+    for endpoint in ("mutate", "validate"):
+        row = webhook_row(webhook, endpoint, concurrency)
+        figure = row[field] if row else None
+        cells.append(show(figure, digits, sep))
+        verdicts[endpoint] = None if figure is None else target.met({"ours": figure})
+    if None in verdicts.values():
+        return " / ".join(cells), judged(target.text, None)
+    missed = [e for e, met in verdicts.items() if not met]
+    return " / ".join(cells), f"{target.text}: " + (f"**missed** ({', '.join(missed)})" if missed else "met")
+
+
+def webhook_lines(webhook: dict[str, Any]) -> list[str]:
+    trivial = {c: webhook_row(webhook, "trivial", c) for c in (1, 16)}
+    cells, verdict = both(webhook, 16, "per_core", threshold("ours", 4000, ">= 4,000/s", above=True), 0, sep=True)
+    ratios = " / ".join(show(webhook_ratio(webhook, e, 16), 1, unit=" %") for e in ("mutate", "validate"))
+    floor = f"{trivial[16]['per_core']['median']:,.0f}/s" if trivial[16] else "-"
+    lines = [f"| B2 webhook requests/s per core, 20 KB MPIJob, 16 connections: mutate / validate | no webhook | "
+             f"{cells} | {ratios} of a do-nothing handler's {floor} | {verdict} |"]
+    for concurrency, limit in ((1, 1.0), (16, 6.0)):
+        cells, verdict = both(webhook, concurrency, "p99_ms", threshold("ours", limit, f"<= {limit:g} ms",
+                                                                        above=False), 2)
+        yardstick = trivial[concurrency]
+        base = show(yardstick["p99_ms"], 2) if yardstick else "-"
+        lines.append(f"| B2 webhook p99 at {concurrency} connection{'s' if concurrency > 1 else ''}, 20 KB: "
+                     f"mutate / validate (ms) | no webhook | {cells} | do-nothing handler: {base} | {verdict} |")
+    idle = webhook.get("memory", {}).get("idle_mib")
+    rss = f"{idle:.1f} MiB ({idle * 1.048576:.1f} MB)" if idle is not None else "-"
+    lines.append(f"| B2 webhook RSS idle | no webhook | {rss} | | "
+                 f"{judged('<= 60 MB', None if idle is None else idle * 1.048576 <= 60)} |")
+    return lines
+
+
+def floor_line(peer: dict[str, Any]) -> str:
+    """The B0 yardstick of the same run and our W = 1,000 time against it (target: within 1.5x)."""
+    floors = peer.get("floors") or []
+    if not floors:
+        return ""
+    last = floors[-1]
+    jobs = {(j["operator"], j["setting"]): j for j in last["jobs"]}
+    text = (f"API server yardstick of the same run (B0: a raw client, 32 creates in flight, no operator): "
+            f"{show(last['c_max'], 0, sep=True)} scheduling-gated pod creates/s (C_max)")
+    if last.get("c_sched"):
+        text += (f", {show(last['c_sched'], 0, sep=True)} creates/s of the pods a job really creates, bound and "
+                 "started meanwhile (C_sched)")
+    ours = jobs.get(("ours", "defaults"))
+    if ours and "x_c_sched" in ours:
+        paired = ours.get("paired_c_sched")
+        by_round = f" ({paired['min']:.2f}-{paired['max']:.2f} paired by round)" if paired else ""
+        go = jobs.get(("go", "defaults"))
+        go_text = f", the Go operator in {go['x_c_sched']:.2f}x" if go and "x_c_sched" in go else ""
+        met = "met" if ours["x_c_sched"] <= 1.5 else "**missed**"
+        gated = "met" if ours["x_c_max"] <= 1.5 else "**missed**"
+        text += (f". At defaults ours created all {ours['workers']:,} workers in {ours['x_c_sched']:.2f}x W / C_sched"
+                 f"{by_round}{go_text}. Target within 1.5x of the floor: {met} against C_sched, {gated} against "
+                 f"the gated C_max ({ours['x_c_max']:.2f}x)")
+    return text + "."
+
+
+def censored_line(peer: dict[str, Any]) -> str:
+    row = next((r for r in peer["rows"] if (r["setting"], r["key"]) == ("raised", "p99/10")), None)
+    counts = (row or {}).get("censored", {}).get("counts", {}).get("go")
+    if not row or not counts:
+        return ""
+    c = row["censored"]
+    return (f"At 10 jobs/s the Go operator had {'/'.join(map(str, counts))} of {c['of']} launchers (by round) still "
+            f"missing {c['after_s']:g} s after the last POST: its p99 is a lower bound (>=).")
+
+
+def source_line(name: str, data: dict[str, Any]) -> str:
+    how = f"transcribed from its record in {data['transcribed_from']}" if data["provenance"] == "transcribed" \
+        else f"`{data['command']}`"
+    return (f"- {name}: {data['date']}, commit {data['commit']}, {data['rounds']} rounds, {data['machine']}; "
+            f"{how}.")
+
+
+def render(peer: dict[str, Any], webhook: dict[str, Any]) -> str:
+    """The text between the markers."""
+    lines = [
+        "Latest results (hack/bench/results/):",
+        "",
+        source_line(f"`peer.json`, ours against the Go mpi-operator {peer['peer_version']}", peer),
+        source_line("`webhook.json`, the webhook server alone", webhook),
+        "",
+        f"| figure | Go mpi-operator {peer['peer_version']} | ours | ours against Go (B2: against a do-nothing "
+        "handler) | target |",
+        "|---|---|---|---|---|",
+        *peer_lines(peer),
+        *webhook_lines(webhook),
+        "",
+    ]
+    for line in (censored_line(peer), floor_line(peer)):
+        if line:
+            lines += [line, ""]
+    return "\n".join(lines).rstrip("\n")
+
+
+def load(name: str, results: Path = RESULTS) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((results / f"{name}.json").read_text(encoding="utf-8"))
+    return data
+
+
+def rendered(results: Path = RESULTS) -> str:
+    return render(load("peer", results), load("webhook", results))
+
+
+def block(text: str) -> str:
+    return f"{START}\n{text}\n{END}"
+
+
+def current_block(doc: Path = DOC) -> str:
+    """The generated part of the page, markers included (empty when the page has none)."""
+    page = doc.read_text(encoding="utf-8")
+    if START not in page or END not in page:
+        return ""
+    return START + page.split(START, 1)[1].split(END, 1)[0] + END
+
+
+def rewrite(doc: Path = DOC, results: Path = RESULTS) -> bool:
+    """Replace the page's generated part with the rendering of ``results``; True when it changed."""
+    page = doc.read_text(encoding="utf-8")
+    if START not in page or END not in page:
+        raise SystemExit(f"{doc.name} has no {START} ... {END} markers: add them where the summary goes")
+    head, rest = page.split(START, 1)
+    new = head + block(rendered(results)) + rest.split(END, 1)[1]
+    doc.write_text(new, encoding="utf-8")
+    return new != page
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="only compare the page with the results files")
+    parser.add_argument("--doc", type=Path, default=DOC)
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the directory of peer.json and webhook.json")
+    args = parser.parse_args(argv)
+    if args.check:
+        if current_block(args.doc) != block(rendered(args.results)):
+            sys.exit(f"{args.doc.name}: the summary differs from {args.results}; run python -m hack.bench.doc")
+        return
+    print(f"{args.doc.name}: {'rewritten' if rewrite(args.doc, args.results) else 'unchanged'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,1 +1,0 @@
-"""The pieces of hack/gen_crd.py: OpenAPI sources, the structural-schema converter, the MPIJob schema."""

@@ -1,0 +1,1 @@
+"""The pieces of hack/gen/crd.py: OpenAPI sources, the structural-schema converter, the MPIJob schema."""

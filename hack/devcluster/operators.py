@@ -5,7 +5,9 @@ Used by the integration tests, the benchmarks and the demo: ``OperatorWebhook`` 
 (``deploy/webhook``) with ``clientConfig.url`` and a ``caBundle``; ``OperatorReconciler`` runs
 ``python -m reconciler`` with a kubeconfig: the cluster's admin one by default, or, as the integration
 tests do, the reconciler's own ServiceAccount token (``reconciler_credentials``: ``deploy/rbac`` applied,
-a TokenRequest, a kubeconfig). Both stop exactly the process they started.
+a TokenRequest, a kubeconfig). ``GoOperator`` runs the upstream Go mpi-operator (the peer), built from the
+Go module proxy by ``build_peer`` (hack/build/build-peer.sh), for the handover test and the peer benchmark.
+Each stops exactly the process it started.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,6 +29,7 @@ from typing import Any
 import yaml
 
 from hack.devcluster import LocalCluster
+from hack.devcluster.processes import free_port
 from hack.devcluster.wait import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -33,16 +37,12 @@ WEBHOOK_MANIFESTS = REPO_ROOT / "deploy" / "webhook"
 RBAC_MANIFESTS = REPO_ROOT / "deploy" / "rbac"
 RECONCILER_DEPLOYMENT = REPO_ROOT / "deploy" / "reconciler" / "deployment.yaml"
 TOKEN_LIFETIME = timedelta(hours=12)  # longer than any test session; refreshed below an hour left
+PEER_VERSION = "v0.8.2"  # the upstream release the handover test runs; the peer benchmark's default
+PEER_LOCK_NAMESPACE = "mpi-operator"  # upstream's manifests: --lock-namespace=mpi-operator
+GO_HEALTH_PORT = 8080  # hard-coded in v0.8.2 (cmd/mpi-operator/app/server.go), on every interface
 CANARY = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "webhook-canary"},
           "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 2, "template": {"spec": {"containers": [
               {"name": "c", "image": "i"}]}}}}}}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class _Process:
@@ -56,6 +56,11 @@ class _Process:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env=env,
                                             cwd=REPO_ROOT, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -84,6 +89,56 @@ class _Process:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
+
+
+class PeerBuildError(RuntimeError):
+    """hack/build/build-peer.sh failed (without Go, when the binary is not cached yet)."""
+
+
+def build_peer(version: str = PEER_VERSION) -> Path:
+    """hack/build/build-peer.sh: the Go operator's binary in the cache (built once per version)."""
+    script = REPO_ROOT / "hack" / "build" / "build-peer.sh"
+    result = subprocess.run(["bash", str(script)], env={**os.environ, "PEER_VERSION": version}, capture_output=True,
+                            text=True, check=False)
+    if result.returncode != 0:
+        raise PeerBuildError(f"hack/build/build-peer.sh failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("0.0.0.0", port))  # the Go operator binds every interface
+        except OSError:
+            return False
+        return True
+
+
+class GoOperator(_Process):
+    """github.com/kubeflow/mpi-operator's ``mpi-operator`` out of cluster with the admin kubeconfig: cluster-wide,
+    leader election on (its only mode) with its Lease in ``mpi-operator``, plus ``flags`` (Go's flag package
+    takes --x=1 as -x=1)."""
+
+    def __init__(self, binary: Path, cluster: LocalCluster, log: Path, flags: Sequence[str] = (),
+                 name: str = "mpi-operator (Go)") -> None:
+        argv = [str(binary), f"-kubeConfig={cluster.kubeconfig}", f"-lock-namespace={PEER_LOCK_NAMESPACE}", *flags]
+        super().__init__(name, argv, log)
+
+    def start(self) -> None:
+        if not port_free(GO_HEALTH_PORT):
+            raise RuntimeError(f"port {GO_HEALTH_PORT} is in use: the Go mpi-operator v0.8.2 always serves /healthz "
+                               "there and exits when it cannot")
+        super().start()
+
+    def logged(self, text: str) -> bool:
+        self.check_alive()
+        return self.log.exists() and text in self.log.read_text(errors="replace")
+
+    def terminate(self) -> int:
+        """SIGTERM, as a Deployment's rollout sends; the exit status once it is gone."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=20)
 
 
 class OperatorWebhook(_Process):

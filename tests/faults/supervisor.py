@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hack.devcluster import LocalCluster
-from hack.devcluster.operators import REPO_ROOT, free_port
+from hack.devcluster.operators import REPO_ROOT
+from hack.devcluster.processes import free_port
 from hack.devcluster.rest import ApiError
 
 # The reconciler's defaults: leader election on (Lease in mpi-operator), 2 workers, queue rate 10, child-event

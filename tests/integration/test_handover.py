@@ -15,11 +15,8 @@ runs as the cluster's admin, ours under its ServiceAccount token).
 from __future__ import annotations
 
 import functools
-import os
 import re
 import shutil
-import signal
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,17 +24,22 @@ import pytest
 
 from hack.devcluster import LocalCluster
 from hack.devcluster.audit import audit_events
-from hack.devcluster.binaries import REPO_ROOT
 from hack.devcluster.mpijobs import CONTAINER, JSON, mpijob
-from hack.devcluster.operators import OperatorReconciler, OperatorWebhook, _Process
+from hack.devcluster.operators import PEER_LOCK_NAMESPACE as LOCK_NAMESPACE
+from hack.devcluster.operators import (
+    PEER_VERSION,
+    GoOperator,
+    OperatorReconciler,
+    OperatorWebhook,
+    PeerBuildError,
+    build_peer,
+)
 from hack.devcluster.wait import wait_for
 from tests.integration.mpijobs import Jobs
 from tests.integration.operator_fixtures import ReconcilerControl
 
-LOCK_NAMESPACE = "mpi-operator"
 LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{LOCK_NAMESPACE}/leases/mpi-operator"
 LEASE_DURATION = 15.0
-GO_HEALTH_PORT = 8080  # hard-coded in v0.8.2 (cmd/mpi-operator/app/server.go), on every interface
 UPSTREAM_LIMITS = ("--kube-api-qps=5", "--kube-api-burst=10")
 WORKERS = 32
 PARTIAL = 8  # the operator being replaced is stopped once this many workers exist (of WORKERS)
@@ -58,47 +60,18 @@ def _upstream_only_jobs() -> dict[str, JSON]:
 
 def _peer_binary() -> Path:
     """hack/build/build-peer.sh: the cached Go binary, built first if Go is installed; skip only without Go."""
-    env = {**os.environ, "PEER_VERSION": "v0.8.2"}
-    result = subprocess.run(["bash", str(REPO_ROOT / "hack" / "build" / "build-peer.sh")], env=env, capture_output=True,
-                            text=True, check=False)
-    if result.returncode != 0:
+    try:
+        return build_peer(PEER_VERSION)
+    except PeerBuildError as err:
         if shutil.which("go") is None:
             pytest.skip("Go is not installed: the upstream mpi-operator v0.8.2 cannot be built "
                         "(hack/build/build-peer.sh)")
-        pytest.fail(f"hack/build/build-peer.sh failed ({result.returncode}):\n{result.stderr[-4000:]}")
-    return Path(result.stdout.strip().splitlines()[-1])
+        pytest.fail(str(err))
 
 
-class GoOperator(_Process):
-    """github.com/kubeflow/mpi-operator v0.8.2 as upstream's manifests run it (``-alsologtostderr
-    --lock-namespace=mpi-operator``), out of cluster with the admin kubeconfig."""
-
-    def __init__(self, binary: Path, cluster: LocalCluster, work_dir: Path, name: str) -> None:
-        work_dir.mkdir(parents=True, exist_ok=True)
-        argv = [str(binary), "-alsologtostderr", f"--lock-namespace={LOCK_NAMESPACE}",
-                f"-kubeConfig={cluster.kubeconfig}"]
-        super().__init__(name, argv, work_dir / f"{name}.log")
-
-    def start(self) -> None:
-        import socket  # noqa: PLC0415
-
-        with socket.socket() as sock:
-            try:
-                sock.bind(("0.0.0.0", GO_HEALTH_PORT))
-            except OSError:
-                pytest.fail(f"port {GO_HEALTH_PORT} is in use: the Go mpi-operator v0.8.2 always serves /healthz "
-                            "there and exits when it cannot")
-        super().start()
-
-    def logged(self, text: str) -> bool:
-        self.check_alive()
-        return self.log.exists() and text in self.log.read_text(errors="replace")
-
-    def terminate(self) -> int:
-        """SIGTERM, as a Deployment's rollout sends; the exit status once it is gone."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=20)
+def _go_operator(binary: Path, cluster: LocalCluster, work_dir: Path) -> GoOperator:
+    """v0.8.2 as upstream's manifests run it (``-alsologtostderr --lock-namespace=mpi-operator``)."""
+    return GoOperator(binary, cluster, work_dir / "go.log", ["-alsologtostderr"], name="go")
 
 
 @dataclass(frozen=True)
@@ -234,7 +207,7 @@ def test_go_operator_to_ours_mid_job(cluster: LocalCluster, namespace: str, alon
     assert cluster.audit_log is not None
     offset = cluster.audit_log.stat().st_size if cluster.audit_log.exists() else 0
     jobs = Jobs(cluster, namespace)
-    go = GoOperator(go_binary, cluster, tmp_path, "go")
+    go = _go_operator(go_binary, cluster, tmp_path)
     ours: OperatorReconciler | None = None
     webhook.unregister()  # the cluster as it was under the Go operator alone: no webhook of ours yet
     try:
@@ -307,7 +280,7 @@ def test_ours_to_go_operator_mid_job(cluster: LocalCluster, namespace: str, alon
     jobs = Jobs(cluster, namespace)
     # At upstream's client limits, so that the handover falls in the middle of the worker creates.
     ours = _ours(cluster, alone, tmp_path, *UPSTREAM_LIMITS)
-    go = GoOperator(go_binary, cluster, tmp_path, "go")
+    go = _go_operator(go_binary, cluster, tmp_path)
     try:
         wait_for(lambda: ours.check_alive() and ours.log_count("became leader") == 1, timeout=LEASE_DURATION + 30,
                  interval=0.2, what="ours to lead")

@@ -39,19 +39,18 @@ from hack.bench import doc as benchdoc
 from hack.bench.apiload import ApiLoad
 from hack.bench.peer import measure, report, summary
 from hack.bench.peer.operators import (
-    LOCK_NAMESPACE,
     SETTINGS,
     GoOperator,
     Operator,
     OurOperator,
-    build_peer,
     our_default_limits,
 )
 from hack.bench.procstat import ProcessSample, describe_shares
 from hack.bench.reconciler import pod_ceiling
 from hack.devcluster import LocalCluster, NodePool
 from hack.devcluster.audit import audit_flags
-from hack.devcluster.operators import REPO_ROOT
+from hack.devcluster.operators import PEER_LOCK_NAMESPACE as LOCK_NAMESPACE
+from hack.devcluster.operators import REPO_ROOT, build_peer
 
 CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 DOCS = REPO_ROOT / "docs"

@@ -36,7 +36,7 @@ from hack.bench.reconciler import CRD, HANG, delete_namespace
 from hack.devcluster import LocalCluster, NodePool
 from hack.devcluster.audit import WRITE_VERBS, audit_events, audit_flags, resource_of
 from hack.devcluster.mpijobs import mpijob
-from hack.devcluster.operators import OperatorReconciler
+from hack.devcluster.supervisor import SupervisedReconciler
 
 LOCK_NAMESPACE = "mpi-operator"
 QUIET_SECONDS = 3.0  # the reconciler's writes are over when none came for this long
@@ -58,29 +58,13 @@ class Run:
         return sum(self.writes.values())
 
 
-class Reconciler:
-    """The one reconciler process of the benchmark, replaced after a kill."""
+async def leading(reconciler: SupervisedReconciler, limit: float = 60) -> float:
+    """Seconds until the current reconciler process leads (its log says so)."""
+    def leads() -> bool:
+        reconciler.check_no_unexpected_exit()
+        return "became leader" in reconciler.log_text()
 
-    def __init__(self, cluster: LocalCluster, tmp: Path) -> None:
-        self.cluster, self.tmp, self.count = cluster, tmp, 0
-        self.process = self._start()
-
-    def _start(self) -> OperatorReconciler:
-        self.count += 1
-        process = OperatorReconciler(self.cluster, self.tmp, name=f"reconciler-{self.count}", as_shipped=True)
-        process.start()
-        return process
-
-    async def leading(self, limit: float = 60) -> float:
-        def leads() -> bool:
-            self.process.check_alive()
-            return self.process.log_count("became leader") >= 1
-
-        return await _until(leads, limit, f"{self.process.name} leading")
-
-    def crash_and_replace(self) -> None:
-        self.process.kill()
-        self.process = self._start()
+    return await _until(leads, limit, f"reconciler run {len(reconciler.runs)} leading")
 
 
 def _worker_added(event: dict[str, Any]) -> str | None:
@@ -143,7 +127,7 @@ def _audit(log: Path, namespace: str, offset: int, run: Run) -> int:
     return run.total
 
 
-async def one_run(load: ApiLoad, reconciler: Reconciler, audit_log: Path, namespace: str, workers: int,
+async def one_run(load: ApiLoad, reconciler: SupervisedReconciler, audit_log: Path, namespace: str, workers: int,
                   interrupted: bool) -> Run:
     run = Run(interrupted)
     await load.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
@@ -160,10 +144,10 @@ async def one_run(load: ApiLoad, reconciler: Reconciler, audit_log: Path, namesp
     assert status == 201, status
     if interrupted:
         await _until(lambda: len(seen) >= workers // 2, 300, "half the workers")
-        reconciler.crash_and_replace()
+        reconciler.kill()
         started = time.monotonic()
         print(f"  killed at {len(seen)} workers seen", flush=True)
-        run.to_leader = await reconciler.leading()
+        run.to_leader = await leading(reconciler)
 
     async def job_running() -> bool:
         code, job = await load.request("GET", f"{base}/b7")
@@ -232,12 +216,12 @@ def main() -> None:
         with LocalCluster(nodes=NodePool(count=4, pods="1000"), crds=[CRD], apiserver_flags=flags,
                           verbose=False) as cluster:
             cluster.kubectl("create", "namespace", LOCK_NAMESPACE, check=True)
-            reconciler = Reconciler(cluster, tmp)
+            reconciler = SupervisedReconciler(cluster, tmp / "reconciler", as_shipped=True).start()
 
             async def everything() -> list[tuple[Run, Run]]:
                 pairs = []
                 async with ApiLoad(cluster.server, cluster.ca_file, cluster.admin_cert, cluster.admin_key) as load:
-                    await reconciler.leading()
+                    await leading(reconciler)
                     for round_ in range(args.rounds):
                         runs: dict[bool, Run] = {}
                         for interrupted in ((False, True) if round_ % 2 == 0 else (True, False)):
@@ -251,7 +235,7 @@ def main() -> None:
             try:
                 _report(asyncio.run(everything()), args.workers)
             finally:
-                reconciler.process.stop()
+                reconciler.stop()
 
 
 if __name__ == "__main__":

@@ -30,9 +30,9 @@ import pytest
 from hack.devcluster import LocalCluster
 from hack.devcluster.audit import audit_events, resource_of
 from hack.devcluster.mpijobs import mpijob
+from hack.devcluster.supervisor import SupervisedReconciler, tail
 from hack.devcluster.wait import wait_for
 from tests.faults.conftest import record
-from tests.faults.supervisor import SupervisedReconciler, tail
 from tests.faults.workload import (
     USER_AGENT,
     JobPlan,

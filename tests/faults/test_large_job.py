@@ -18,9 +18,9 @@ import pytest
 from hack.devcluster import LocalCluster
 from hack.devcluster.mpijobs import mpijob
 from hack.devcluster.rest import JSON, RestClient, client_context
+from hack.devcluster.supervisor import SupervisedReconciler, tail
 from hack.devcluster.wait import wait_for
 from tests.faults.conftest import record
-from tests.faults.supervisor import SupervisedReconciler, tail
 from tests.faults.workload import (
     JobPlan,
     audit_in,

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from hack.devcluster import LocalCluster
+from hack.devcluster.supervisor import SupervisedReconciler, tail
 from tests.faults.conftest import record
-from tests.faults.supervisor import SupervisedReconciler, tail
 from tests.faults.workload import (
     Driver,
     JobPlan,

@@ -1,10 +1,11 @@
 """The reconciler as a Deployment's container would run it: restarted whenever it exits.
 
-``SupervisedReconciler`` starts ``python -m reconciler`` with the suite's flags, and a monitor thread
-starts it again whenever it exits (as a kubelet restarts a container; a short fixed delay instead of
-CrashLoopBackOff). ``kill()`` SIGKILLs the current process, as a crash or an OOM kill would; the
-monitor restarts it at once. Exits the suite did not cause are recorded in ``unexpected_exits``,
-with the end of the run's log. Every run writes its own log file (``run-N.log``).
+``SupervisedReconciler`` starts ``python -m reconciler`` with the given flags (after the shipped
+Deployment's args with ``as_shipped``), and a monitor thread starts it again whenever it exits (as a
+kubelet restarts a container; a short fixed delay instead of CrashLoopBackOff). ``kill()`` SIGKILLs the
+current process, as a crash or an OOM kill would, and starts the next one at once. Exits it did not
+cause are recorded in ``unexpected_exits``, with the end of the run's log. Every run writes its own log
+file (``run-N.log``). The fault tests and the recovery benchmark (hack/bench/recovery.py) use it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hack.devcluster import LocalCluster
-from hack.devcluster.operators import REPO_ROOT
+from hack.devcluster.operators import REPO_ROOT, shipped_reconciler_args
 from hack.devcluster.processes import free_port
 from hack.devcluster.rest import ApiError
 
@@ -71,6 +72,7 @@ class SupervisedReconciler:
     cluster: LocalCluster
     work_dir: Path
     flags: tuple[str, ...] = FLAGS
+    as_shipped: bool = False  # the shipped Deployment's container args first (deploy/reconciler)
     runs: list[Run] = field(default_factory=list)
     kills: int = 0
     unexpected_exits: list[Exit] = field(default_factory=list)
@@ -160,6 +162,12 @@ class SupervisedReconciler:
         found = re.findall(r"msg=sync .*?duration_ms=([0-9.]+)", self.all_logs())
         return sorted(float(ms) for ms in found)
 
+    def check_no_unexpected_exit(self) -> None:
+        if self.unexpected_exits:
+            last = self.unexpected_exits[-1]
+            raise RuntimeError(f"reconciler run {last.run} exited with status {last.code} after {last.after:.1f} s; "
+                               f"last log lines:\n{last.tail}")
+
     def all_logs(self) -> str:
         return "\n".join(self.log_text(run) for run in self.runs)
 
@@ -167,7 +175,8 @@ class SupervisedReconciler:
     def _spawn(self) -> None:
         number = len(self.runs) + 1
         log = self.work_dir / f"run-{number}.log"
-        argv = [sys.executable, "-m", "reconciler", f"--kubeConfig={self.cluster.kubeconfig}",
+        shipped = shipped_reconciler_args() if self.as_shipped else []
+        argv = [sys.executable, "-m", "reconciler", *shipped, f"--kubeConfig={self.cluster.kubeconfig}",
                 f"--health-port={free_port()}", f"--monitoring-port={free_port()}", *self.flags]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("KUBECONFIG", None)

@@ -45,7 +45,10 @@ CANARY = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"
               {"name": "c", "image": "i"}]}}}}}}
 
 
-class _Process:
+class OperatorProcess:
+    """One process of ours or the Go operator's, started in its own session with its output appended to ``log``;
+    stops exactly the process it started."""
+
     def __init__(self, name: str, argv: list[str], log: Path) -> None:
         self.name, self.argv, self.log = name, argv, log
         self.process: subprocess.Popen[bytes] | None = None
@@ -114,7 +117,7 @@ def port_free(port: int) -> bool:
         return True
 
 
-class GoOperator(_Process):
+class GoOperator(OperatorProcess):
     """github.com/kubeflow/mpi-operator's ``mpi-operator`` out of cluster with the admin kubeconfig: cluster-wide,
     leader election on (its only mode) with its Lease in ``mpi-operator``, plus ``flags`` (Go's flag package
     takes --x=1 as -x=1)."""
@@ -141,7 +144,7 @@ class GoOperator(_Process):
         return self.process.wait(timeout=20)
 
 
-class OperatorWebhook(_Process):
+class OperatorWebhook(OperatorProcess):
     """``python -m webhook`` on 127.0.0.1 with fresh certificates, registered with the API server."""
 
     def __init__(self, cluster: LocalCluster, work_dir: Path) -> None:
@@ -267,7 +270,7 @@ def reconciler_credentials(cluster: LocalCluster, path: Path,
     return ServiceAccountCredentials(namespace, name, path, expires)
 
 
-class OperatorReconciler(_Process):
+class OperatorReconciler(OperatorProcess):
     """``python -m reconciler`` against the cluster, without leader election unless asked; as admin unless
     given another ``kubeconfig``."""
 
@@ -295,7 +298,7 @@ class OperatorReconciler(_Process):
                  timeout=60, interval=0.1, what="the reconciler's caches to sync")
 
 
-def started(process: _Process) -> None:
+def started(process: OperatorProcess) -> None:
     begin = time.monotonic()
     process.start()
     process.wait_ready()  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ from typing import TypeAlias
 
 from hack.devcluster import LocalCluster, operators
 from hack.devcluster.operators import PEER_LOCK_NAMESPACE as LOCK_NAMESPACE
-from hack.devcluster.operators import _Process
+from hack.devcluster.operators import OperatorProcess
 from hack.devcluster.processes import free_port
 from reconciler.options import parse_options
 
@@ -51,7 +51,7 @@ class GoOperator(operators.GoOperator):
         super().__init__(binary, cluster, log_dir / "mpi-operator.log", setting.flags)
 
 
-class OurOperator(_Process):
+class OurOperator(OperatorProcess):
     """``python -m reconciler`` with its defaults (leader election on, its default client limits) plus the
     setting's flags; only the kubeconfig and free ports are added."""
 

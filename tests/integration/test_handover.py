@@ -137,11 +137,13 @@ class Writes:
     worker_creates: dict[str, list[str]]  # worker name -> the users whose create of it was stored
     launcher_creates: dict[str, list[str]]  # launcher Job name -> the same
     pod_deletes: int
+    pod_deleters: dict[str, list[str]]  # pod name -> the users whose delete of it was accepted (kwok's final
+    # delete, as a kubelet's, comes after the operator's)
 
 
 def _writes(cluster: LocalCluster, offset: int, namespace: str, jobs: tuple[str, ...]) -> Writes:
     assert cluster.audit_log is not None
-    writes = Writes({}, {}, 0)
+    writes = Writes({}, {}, 0, {})
     for event in audit_events(cluster.audit_log, offset=offset):
         ref = event.get("objectRef") or {}
         name = str(ref.get("name") or "")
@@ -151,6 +153,8 @@ def _writes(cluster: LocalCluster, offset: int, namespace: str, jobs: tuple[str,
         user = str((event.get("user") or {}).get("username", ""))
         if ref.get("resource") == "pods" and event["verb"] == "delete":
             writes.pod_deletes += 1
+            if code in (200, 202):
+                writes.pod_deleters.setdefault(name, []).append(user)
         if event["verb"] != "create" or code != 201:
             continue
         if ref.get("resource") == "pods" and "-worker-" in name:
@@ -265,12 +269,21 @@ def test_go_operator_to_ours_mid_job(cluster: LocalCluster, namespace: str, alon
             ours.stop()
 
     _assert_adopted(jobs, _writes(cluster, offset, namespace, ADOPTED), alone.credentials.username, before, after)
-    lenient = _writes(cluster, offset, namespace, tuple(_upstream_only_jobs()))
-    assert sorted(lenient.worker_creates) == ["extrakey-worker-0", "lenient-worker-0", "lenient-worker-1"]
-    assert all(len(users) == 1 and users != [alone.credentials.username] for users in
-               [*lenient.worker_creates.values(), *lenient.launcher_creates.values()]), "all made once, by Go"
-    assert sorted(lenient.launcher_creates) == ["extrakey-launcher", "lenient-launcher"]
-    assert lenient.pod_deletes == 3, "ours deleted the 3 workers of the finished jobs (their cleanPodPolicy)"
+    _assert_upstream_only_finished(_writes(cluster, offset, namespace, tuple(_upstream_only_jobs())),
+                                   alone.credentials.username)
+
+
+def _assert_upstream_only_finished(writes: Writes, ours_user: str) -> None:
+    """The jobs only upstream accepts: made by the Go operator, each object once; their workers released by ours
+    when they finished (cleanPodPolicy Running / All), each deleted once."""
+    assert sorted(writes.worker_creates) == ["extrakey-worker-0", "lenient-worker-0", "lenient-worker-1"]
+    assert all(len(users) == 1 and users != [ours_user] for users in
+               [*writes.worker_creates.values(), *writes.launcher_creates.values()]), "all made once, by Go"
+    assert sorted(writes.launcher_creates) == ["extrakey-launcher", "lenient-launcher"]
+    deleted_by_ours = {name: users.count(ours_user) for name, users in writes.pod_deleters.items()
+                       if ours_user in users}
+    assert deleted_by_ours == {"lenient-worker-0": 1, "lenient-worker-1": 1, "extrakey-worker-0": 1}, (
+        f"every pod delete accepted, by pod: {writes.pod_deleters}")
 
 
 def test_ours_to_go_operator_mid_job(cluster: LocalCluster, namespace: str, alone: ReconcilerControl,

@@ -12,8 +12,8 @@ CLUSTER_DIR := .cluster
 .PHONY: help venv testbin node-images e2e e2e-up e2e-down lint unit integration test faults demo cluster-up cluster-down crd bench-webhook bench-admission bench-reconciler bench-recovery bench-peer clean
 
 help:
-	@echo "make demo          set everything up, start a local control plane and the operator, run the examples"
-	@echo "make test          lint (ruff, mypy --strict) and run every test: unit, webhook, integration"
+	@echo "make demo          set everything up and run the examples with real MPI on a local real node (kwok where it cannot run)"
+	@echo "make test          lint (ruff, mypy --strict, import contracts) and every tier: unit, webhook, fuzz, faults, integration, e2e"
 	@echo "make faults        the full fault suite (tests marked faults), printing its figures (docs/reliability.md)"
 	@echo "make cluster-up    start the local control plane in the background (kubeconfig: $(CLUSTER_DIR)/kubeconfig)"
 	@echo "make cluster-down  stop it"

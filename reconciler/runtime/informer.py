@@ -25,7 +25,7 @@ logger = logging.getLogger("reconciler.runtime.informer")
 WATCH_TIMEOUT_SECONDS = 300
 # Lists come in pages of 100: each page is decoded whole, and the arenas of a larger page stay in the RSS after
 # its objects are slimmed or dropped (1,000 unrelated ConfigMaps matching the child selector at start-up: +2.9 MiB
-# idle with pages of 500, +0.7 MiB with 100; hack/bench_footprint.py).
+# idle with pages of 500, +0.7 MiB with 100; hack/bench/footprint.py).
 PAGE_SIZE = 100
 
 

@@ -41,6 +41,24 @@ def mpi_implementation(job: MPIJob) -> str:
     return spec_of(job).mpi_implementation or c.OPENMPI
 
 
+def launcher_waits_for_workers(job: MPIJob) -> bool:
+    """Whether the launcher is created only once every worker is Ready: any ``launcherCreationPolicy`` set
+    other than ``AtStartup`` (unset is upstream's default, ``AtStartup``).
+    """
+    policy = spec_of(job).launcher_creation_policy
+    return policy is not None and policy != c.LAUNCHER_AT_STARTUP
+
+
+def gang_includes_launcher(job: MPIJob) -> bool:
+    """Whether the launcher is one of the pods the gang waits for.
+
+    Not when the launcher waits for the workers to be Ready (``WaitForWorkersReady``) and there are workers:
+    counting it would deadlock (kubeflow/mpi-operator#608), the gang waiting for a launcher that is only
+    created once the gang's workers run. The launcher is then placed on its own, after them.
+    """
+    return not launcher_waits_for_workers(job) or worker_replicas(job) == 0
+
+
 def is_suspended(job: MPIJob) -> bool:
     """Whether ``runPolicy.suspend`` is true."""
     return run_policy_of(job).suspend is True

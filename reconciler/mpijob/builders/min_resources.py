@@ -1,7 +1,8 @@
 """The PodGroup ``minResources`` rule of upstream's ``calPGMinResource`` (controller.md 2.6).
 
 Sum the container resources of the replicas that must start together, highest priority first, with the
-lower-priority replica type cut so that the total pod count is ``minMember``. PriorityClass values are
+lower-priority replica type cut so that the total pod count is ``minMember``. When the gang leaves the
+launcher out (``WaitForWorkersReady``), only the workers count, cut to ``minMember``. PriorityClass values are
 looked up through a caller-supplied function, so this stays pure.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from reconciler.mpijob.builders.job_facts import run_policy_of
+from reconciler.mpijob.builders.job_facts import gang_includes_launcher, run_policy_of
 from reconciler.mpijob.builders.quantity import Quantity, canonical, parse_quantity
 from shared.api import constants as c
 from shared.api.types import MPIJob, ReplicaSpec
@@ -48,7 +49,7 @@ def calculate_min_resources(job: MPIJob, min_member: int | None, priority_of: Pr
     if not order:
         return {}
     totals: ResourceTotals = {}
-    for entry in _cut_to_min_member(order, min_member):
+    for entry in _gang_members(job, order, min_member):
         if entry.replicas is None:
             continue
         for container in entry.containers:
@@ -74,6 +75,16 @@ def _replica_priorities(job: MPIJob, priority_of: PriorityLookup) -> list[Replic
 def sort_by_priority(entries: list[ReplicaPriority]) -> list[ReplicaPriority]:
     """Highest priority first; equal priorities keep their order."""
     return sorted(entries, key=lambda entry: -entry.priority)
+
+
+def _gang_members(job: MPIJob, order: list[ReplicaPriority], min_member: int | None) -> list[ReplicaPriority]:
+    """The replica types the gang counts, each with the replicas it counts."""
+    if gang_includes_launcher(job):
+        return _cut_to_min_member(order, min_member)
+    workers = [entry for entry in order if entry.replica_type == c.WORKER]
+    if min_member is None:
+        return workers
+    return [entry._replace(replicas=min(entry.replicas or 0, min_member)) for entry in workers]
 
 
 def _cut_to_min_member(order: list[ReplicaPriority], min_member: int | None) -> list[ReplicaPriority]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reconciler.mpijob.builders.child_object import object_meta
-from reconciler.mpijob.builders.job_facts import run_policy_of, worker_replicas
+from reconciler.mpijob.builders.job_facts import gang_includes_launcher, run_policy_of, worker_replicas
 from reconciler.mpijob.builders.min_resources import PriorityLookup, calculate_min_resources, no_priority_classes
 from shared.api import constants as c
 from shared.api import names
@@ -70,9 +70,14 @@ def _scheduling_policy(job: MPIJob) -> SchedulingPolicy:
 
 
 def calculate_min_available(job: MPIJob) -> int:
-    """``schedulingPolicy.minAvailable``, else workers + 1 (also with runLauncherAsWorker)."""
+    """``schedulingPolicy.minAvailable`` when set; else the pods created together: workers + 1 (upstream's
+    rule, also with runLauncherAsWorker), or only the workers when the launcher waits for them.
+    The one rule of every gang backend.
+    """
     min_available = _scheduling_policy(job).min_available
-    return min_available if min_available is not None else worker_replicas(job) + 1
+    if min_available is not None:
+        return min_available
+    return worker_replicas(job) + (1 if gang_includes_launcher(job) else 0)
 
 
 def calc_priority_class_name(job: MPIJob) -> str:

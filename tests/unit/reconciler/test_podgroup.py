@@ -35,9 +35,12 @@ def replica_with(replicas: int, *requests: tuple[str, str], priority_class: str 
     return {"replicas": replicas, "template": {"spec": spec}}
 
 
-def pg_job(run_policy: JSONDict | None = None, launcher_as_worker: bool | None = None, **replicas: JSONDict) -> MPIJob:
+def pg_job(run_policy: JSONDict | None = None, launcher_as_worker: bool | None = None,
+           launcher_policy: str | None = None, **replicas: JSONDict) -> MPIJob:
     """A job as upstream's podgroup tests build it: name ``test``, the queue annotation, no defaulting."""
     spec: JSONDict = {"mpiReplicaSpecs": replicas}
+    if launcher_policy is not None:
+        spec["launcherCreationPolicy"] = launcher_policy
     if run_policy is not None:
         spec["runPolicy"] = run_policy
     if launcher_as_worker is not None:
@@ -77,6 +80,14 @@ NEW_POD_GROUP = [
          "minResources": {"cpu": "1", "memory": "2Gi"}},
         {"minMember": 1, "minResources": {"cpu": "1", "memory": "2Gi"}, "scheduleTimeoutSeconds": 100},
         id="no worker no MinResources",
+    ),
+    pytest.param(
+        pg_job(launcher_policy="WaitForWorkersReady", Launcher=replica_with(1, ("1", "2Gi"), priority_class="high"),
+               Worker=replica_with(2, ("10", "20Gi"))),
+        {"minMember": 2, "queue": "project-x", "priorityClassName": "high",
+         "minResources": {"cpu": "20", "memory": "40Gi"}},
+        {"minMember": 2, "minResources": {"cpu": "20", "memory": "40Gi"}, "scheduleTimeoutSeconds": 0},
+        id="WaitForWorkersReady: the gang is the workers (mpi-operator#608)",
     ),
 ]
 
@@ -163,6 +174,16 @@ MIN_RESOURCES = [
                         Worker=replica_with(100, ("20", "64Gi"), priority_class="high")), 3,
                  {"cpu": "2004", "memory": "6408Gi"},
                  id="higher-priority workers: only the launcher is cut (to minMember-1, upstream quirk)"),
+    pytest.param(pg_job(Launcher=replica_with(1, ("2", "1Gi")), Worker=replica_with(2, ("10", "32Gi")),
+                        launcher_policy="WaitForWorkersReady"), 2,
+                 {"cpu": "20", "memory": "64Gi"}, id="WaitForWorkersReady: the workers only"),
+    pytest.param(pg_job(Launcher=replica_with(1, ("2", "1Gi"), priority_class="high"),
+                        Worker=replica_with(4, ("10", "32Gi"), priority_class="low"),
+                        launcher_policy="WaitForWorkersReady"), 3,
+                 {"cpu": "30", "memory": "96Gi"}, id="WaitForWorkersReady: workers cut to minMember"),
+    pytest.param(pg_job(Launcher=replica_with(1, ("2", "1Gi")), Worker=replica_with(2, ("10", "32Gi")),
+                        launcher_policy="AtStartup"), 3,
+                 {"cpu": "22", "memory": "65Gi"}, id="AtStartup: launcher and workers"),
 ]
 
 
@@ -202,6 +223,19 @@ def test_add_resources(target: dict[str, str] | None, resources: JSONDict, expec
     pytest.param(make_job(runPolicy={"schedulingPolicy": {"minAvailable": 2}},
                           mpiReplicaSpecs={"Worker": {"replicas": 1000}}), 2, id="minAvailable set"),
     pytest.param(make_job(mpiReplicaSpecs={"Worker": {"replicas": 99}}), 100, id="workers + 1"),
+    pytest.param(make_job(launcherCreationPolicy="AtStartup", mpiReplicaSpecs={"Worker": {"replicas": 4}}), 5,
+                 id="AtStartup: workers + 1"),
+    pytest.param(make_job(launcherCreationPolicy="WaitForWorkersReady", mpiReplicaSpecs={"Worker": {"replicas": 4}}),
+                 4, id="WaitForWorkersReady: only the workers (mpi-operator#608)"),
+    pytest.param(make_job(launcherCreationPolicy="WaitForWorkersReady", runLauncherAsWorker=True,
+                          mpiReplicaSpecs={"Worker": {"replicas": 4}}), 4,
+                 id="WaitForWorkersReady with runLauncherAsWorker: only the workers"),
+    pytest.param(make_job(launcherCreationPolicy="WaitForWorkersReady", runLauncherAsWorker=True,
+                          mpiReplicaSpecs={"Launcher": {"replicas": 1}}), 1,
+                 id="WaitForWorkersReady without workers: the launcher"),
+    pytest.param(make_job(launcherCreationPolicy="WaitForWorkersReady",
+                          runPolicy={"schedulingPolicy": {"minAvailable": 7}},
+                          mpiReplicaSpecs={"Worker": {"replicas": 4}}), 7, id="WaitForWorkersReady: minAvailable wins"),
 ])
 def test_calculate_min_available(job: MPIJob, expected: int) -> None:
     assert calculate_min_available(job) == expected

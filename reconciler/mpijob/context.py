@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from reconciler.mpijob.builders.job_facts import is_suspended, run_policy_of, worker_replicas
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import Cluster, record_events
+from reconciler.mpijob.priorities import PriorityClassCache
 from reconciler.mpijob.sshkeys import SSHKeyPair
 from reconciler.mpijob.status import Event
 from reconciler.runtime.expectations import Expectations
@@ -24,7 +25,7 @@ from shared.jsondict import JSONDict
 class Shared:
     """What every sync shares, made once per process: the caches and the cluster, the settings, the SSH key
     generator, the write slots, and the bookkeeping that outlives a sync (creates and deletes not yet seen in
-    the cache, the spacing of progress-only writes)."""
+    the cache, the spacing of progress-only writes, the PriorityClass values read)."""
 
     caches: Caches
     cluster: Cluster
@@ -32,6 +33,7 @@ class Shared:
     keygen: Callable[[], SSHKeyPair]
     expectations: Expectations = field(default_factory=Expectations)
     settler: Settler = field(default_factory=Settler)
+    priority_classes: PriorityClassCache = field(default_factory=PriorityClassCache)  # with --gang-scheduling
     writes: asyncio.Semaphore = field(init=False)  # ``settings.max_concurrent_writes`` slots, for all the syncs
 
     def __post_init__(self) -> None:

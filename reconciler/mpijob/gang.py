@@ -8,7 +8,7 @@ from reconciler.mpijob import builders
 from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.custom_resources import SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
 from reconciler.mpijob.ensure import ensure_controlled, get_or_create
-from reconciler.runtime.api_resources import PRIORITY_CLASSES, Resource
+from reconciler.runtime.api_resources import Resource
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.metadata import meta
 from shared.api import constants as c
@@ -23,19 +23,14 @@ def pod_group_resource(ctx: JobContext) -> Resource:
 
 
 async def _priorities(ctx: JobContext) -> dict[str, int | None]:
-    """The values of the PriorityClasses the pod templates name (missing ones: None)."""
-    values: dict[str, int | None] = {}
+    """The values of the PriorityClasses the pod templates name (missing ones: None), from a short-lived map."""
+    names = []
     for replica_type in c.REPLICA_TYPES:
         spec = ctx.job.replica_spec(replica_type)
         name = ((spec.template or {}).get("spec") or {}).get("priorityClassName") if spec else None
-        if isinstance(name, str) and name and name not in values:
-            try:
-                values[name] = int((await ctx.shared.cluster.get(PRIORITY_CLASSES, "", name)).get("value", 0))
-            except ApiError as error:
-                if not error.not_found:
-                    raise
-                values[name] = None
-    return values
+        if isinstance(name, str) and name:
+            names.append(name)
+    return await ctx.shared.priority_classes.values(ctx.shared.cluster, names)
 
 
 def _warn_of_overridden_scheduler_names(ctx: JobContext) -> None:
@@ -51,17 +46,21 @@ def _warn_of_overridden_scheduler_names(ctx: JobContext) -> None:
 
 
 async def ensure_pod_group(ctx: JobContext) -> None:
-    """Create the PodGroup, or replace its spec when the job's scheduling policy changed."""
-    assert ctx.shared.settings.gang is not None
+    """Create the PodGroup, or replace the spec fields we own when they differ from the job's (by value)."""
+    gang = ctx.shared.settings.gang
+    assert gang is not None
     resource = pod_group_resource(ctx)
     priorities = await _priorities(ctx)
-    desired = builders.build_pod_group(ctx.job, ctx.shared.settings.gang, priorities.get)
+    desired = builders.build_pod_group(ctx.job, gang, priorities.get)
     existing, created = await get_or_create(ctx, ctx.shared.caches.pod_groups, resource, desired)
     if created:
         _warn_of_overridden_scheduler_names(ctx)
-    if not created and existing.get("spec") != desired["spec"]:
-        current = await ctx.shared.cluster.get(resource, ctx.namespace, meta(existing)["name"])
-        await ctx.shared.cluster.replace(resource, {**current, "spec": desired["spec"]})
+    if created or builders.pod_group_spec_update(existing.get("spec") or {}, desired["spec"], gang) is None:
+        return
+    current = await ctx.shared.cluster.get(resource, ctx.namespace, meta(existing)["name"])
+    spec = builders.pod_group_spec_update(current.get("spec") or {}, desired["spec"], gang)
+    if spec is not None:  # None: the cache lagged behind a write already made
+        await ctx.shared.cluster.replace(resource, {**current, "spec": spec})
 
 
 async def delete_pod_group(ctx: JobContext) -> None:

@@ -32,6 +32,7 @@ from reconciler.mpijob.builders.podgroup import (
     calculate_min_available,
     decorate_pod_template,
     overridden_scheduler_name,
+    pod_group_spec_update,
 )
 from reconciler.mpijob.builders.secret import (
     SSHKeyPair,
@@ -69,6 +70,7 @@ __all__ = [
     "largest_config_map_size",
     "no_priority_classes",
     "overridden_scheduler_name",
+    "pod_group_spec_update",
     "replacing_merge_patch",
     "service_spec_patch",
     "ssh_secret_data_patch",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from reconciler.mpijob.builders.child_object import object_meta
 from reconciler.mpijob.builders.job_facts import gang_includes_launcher, run_policy_of, worker_replicas
 from reconciler.mpijob.builders.min_resources import PriorityLookup, calculate_min_resources, no_priority_classes
+from reconciler.mpijob.builders.quantity import QuantityError, parse_quantity
 from shared.api import constants as c
 from shared.api import names
 from shared.api.types import MPIJob, SchedulingPolicy
@@ -20,6 +21,10 @@ VOLCANO = "volcano"
 VOLCANO_API_VERSION = "scheduling.volcano.sh/v1beta1"
 SCHEDULER_PLUGINS_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
 POD_GROUP_KIND = "PodGroup"
+# The spec fields each flavour's builder writes: the only ones compared and replaced (schema defaults and
+# fields other controllers set are left as they are).
+VOLCANO_OWNED_FIELDS = ("minMember", "queue", "priorityClassName", "minResources")
+SCHEDULER_PLUGINS_OWNED_FIELDS = ("minMember", "minResources", "scheduleTimeoutSeconds")
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,11 @@ class GangScheduling:
     def api_version(self) -> str:
         """The PodGroup group/version of this flavour."""
         return VOLCANO_API_VERSION if self.is_volcano else SCHEDULER_PLUGINS_API_VERSION
+
+    @property
+    def owned_fields(self) -> tuple[str, ...]:
+        """The PodGroup spec fields this flavour's builder writes."""
+        return VOLCANO_OWNED_FIELDS if self.is_volcano else SCHEDULER_PLUGINS_OWNED_FIELDS
 
     @classmethod
     def from_flag(cls, value: str) -> GangScheduling | None:
@@ -148,3 +158,30 @@ def build_pod_group(job: MPIJob, gang: GangScheduling, priority_of: PriorityLook
     """The PodGroup of the configured flavour."""
     build = build_volcano_pod_group if gang.is_volcano else build_scheduler_plugins_pod_group
     return build(job, priority_of)
+
+
+def _normalised(field: str, value: object) -> object:
+    """A spec field's value for comparison: quantities by value, Go's zero value for an absent field."""
+    if field == "minResources":
+        if not isinstance(value, dict):
+            return {} if value is None else value
+        try:
+            return {name: parse_quantity(quantity).nanos for name, quantity in value.items()}
+        except QuantityError:
+            return value
+    if value is None:
+        return "" if field in ("queue", "priorityClassName") else 0
+    return value
+
+
+def pod_group_spec_update(current: JSONDict, desired: JSONDict, gang: GangScheduling) -> JSONDict | None:
+    """The spec to write when ``current`` differs from ``desired`` in a field we own, else None.
+
+    Quantities compare by value (``1000m`` is ``1``) and an absent field as its zero value, so a PodGroup
+    another writer stored in a different spelling is not rewritten on every sync. The spec written keeps the
+    fields we do not own.
+    """
+    owned = gang.owned_fields
+    if all(_normalised(f, current.get(f)) == _normalised(f, desired.get(f)) for f in owned):
+        return None
+    return {**{key: value for key, value in current.items() if key not in owned}, **desired}

@@ -41,6 +41,7 @@ class FakeCluster:
         self.caches = caches
         self.server: dict[tuple[str, str, str], JSONDict] = {}
         self.writes: list[tuple[str, str, str, JSONDict]] = []
+        self.reads: list[tuple[str, str]] = []  # (resource, name) of every GET
         self.events: list[Event] = []
         self.failures: dict[tuple[str, ...], ApiError] = {}  # (verb, plural) or (verb, plural, name)
         self.stalled: set[str] = set()  # names whose create never answers
@@ -109,6 +110,7 @@ class FakeCluster:
         return copy.deepcopy(created)
 
     async def get(self, resource: Resource, namespace: str, name: str) -> JSONDict:
+        self.reads.append((resource.plural, name))
         obj = self.server.get((resource.plural, namespace, name))
         if obj is None:
             raise ApiError(404, "NotFound", f'{resource.plural} "{name}" not found')

@@ -15,6 +15,7 @@ from reconciler.mpijob.builders import (
     decorate_pod_template,
     no_priority_classes,
     overridden_scheduler_name,
+    pod_group_spec_update,
 )
 from reconciler.mpijob.builders.min_resources import ReplicaPriority, add_resources, sort_by_priority
 from reconciler.mpijob.builders.quantity import parse_quantity
@@ -254,3 +255,26 @@ def test_replicas_order(entries: list[ReplicaPriority], expected: list[str]) -> 
     assert [e.replica_type for e in sort_by_priority(entries)] == expected
 
 
+
+
+PLUGINS_SPEC = {"minMember": 3, "minResources": {"cpu": "1500m", "memory": "1Gi"}, "scheduleTimeoutSeconds": 0}
+VOLCANO_SPEC = {"minMember": 3, "queue": "q", "minResources": {}}
+
+
+@pytest.mark.parametrize(("gang", "current", "desired", "expected"), [
+    pytest.param(GangScheduling("s"), PLUGINS_SPEC, PLUGINS_SPEC, None, id="equal"),
+    pytest.param(GangScheduling("s"), {**PLUGINS_SPEC, "minResources": {"cpu": "1.5", "memory": "1024Mi"}},
+                 PLUGINS_SPEC, None, id="quantities equal by value"),
+    pytest.param(GangScheduling("s"), {**PLUGINS_SPEC, "other": 1}, PLUGINS_SPEC, None, id="a field we do not own"),
+    pytest.param(GangScheduling("volcano"), {"minMember": 3, "queue": "q", "priorityClassName": ""}, VOLCANO_SPEC,
+                 None, id="absent and zero values are equal"),
+    pytest.param(GangScheduling("s"), {**PLUGINS_SPEC, "minResources": {"cpu": "2"}, "other": 1}, PLUGINS_SPEC,
+                 {**PLUGINS_SPEC, "other": 1}, id="changed: the fields we do not own are kept"),
+    pytest.param(GangScheduling("volcano"), {**VOLCANO_SPEC, "priorityClassName": "high"}, VOLCANO_SPEC,
+                 VOLCANO_SPEC, id="a field we no longer set is removed"),
+    pytest.param(GangScheduling("s"), {**PLUGINS_SPEC, "minResources": {"cpu": "x"}}, PLUGINS_SPEC, PLUGINS_SPEC,
+                 id="an unparsable quantity differs"),
+])
+def test_pod_group_spec_update(gang: GangScheduling, current: JSONDict, desired: JSONDict,
+                               expected: JSONDict | None) -> None:
+    assert pod_group_spec_update(current, desired, gang) == expected

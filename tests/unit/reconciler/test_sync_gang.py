@@ -15,6 +15,7 @@ from reconciler.mpijob.context import Shared
 from reconciler.mpijob.custom_resources import MPIJOBS, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
 from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
+from reconciler.mpijob.priorities import PriorityClassCache
 from reconciler.mpijob.sync import Reconciler
 from reconciler.runtime.api_resources import PRIORITY_CLASSES
 from reconciler.settings import Settings
@@ -86,3 +87,64 @@ async def test_a_foreign_pod_group_blocks_the_job() -> None:
     with pytest.raises(ResourceExistsError, match='Resource "test" of Kind "PodGroup" already exists'):
         await world.sync()
     assert not [a for a in world.cluster.actions if a[:2] == ("create", "pods")]
+
+
+def running_gang_world(gang: GangScheduling, scheduling_policy: dict[str, Any]) -> tuple[World, dict[str, Any]]:
+    """A job whose workers and launcher run, with the given schedulingPolicy; its PodGroup not yet given."""
+    job = new_mpijob(workers=2)
+    job["spec"]["runPolicy"]["schedulingPolicy"] = scheduling_policy
+    job["status"] = {"conditions": [created_condition()], "startTime": "2026-11-29T11:00:00Z"}
+    world = gang_world(job, gang)
+    world.add_dependencies(["test-worker-0", "test-worker-1"])
+    world.add_workers(2, "Running")
+    world.add_launcher(pods=[{"phase": "Running"}])
+    return world, job
+
+
+def pod_group_writes(world: World) -> list[tuple[str, str, str]]:
+    return [action for action in world.cluster.actions if action[1] == "podgroups"]
+
+
+@pytest.mark.parametrize("gang", [VOLCANO, PLUGINS], ids=["volcano", "scheduler-plugins"])
+async def test_a_pod_group_equal_by_value_is_not_rewritten(gang: GangScheduling) -> None:
+    """Another spelling of the same quantities, an absent zero-valued field and a field we do not own (as a
+    schema default or another controller leaves them) are no change."""
+    world, job = running_gang_world(gang, {"minResources": {"cpu": "1", "memory": "1Gi"}})
+    stored = builders.build_pod_group(defaulted(job), gang)
+    stored["spec"] |= {"minResources": {"cpu": "1000m", "memory": "1024Mi"}, "minTaskMember": {"worker": 2}}
+    resource = VOLCANO_POD_GROUPS if gang.is_volcano else SCHEDULER_PLUGINS_POD_GROUPS
+    if not gang.is_volcano:
+        stored["spec"]["scheduleTimeoutSeconds"] = 0
+    world.cluster.given(resource, stored)
+    await world.sync()
+    world.cluster.catch_up()
+    await world.sync()
+    assert pod_group_writes(world) == []
+    assert world.cluster.server[("podgroups", "default", "test")]["spec"] == stored["spec"]
+
+
+async def test_a_changed_pod_group_keeps_the_fields_we_do_not_own() -> None:
+    world, job = running_gang_world(PLUGINS, {"minAvailable": 2})
+    stored = builders.build_pod_group(defaulted(job), PLUGINS)
+    stored["spec"] |= {"minMember": 3, "minTaskMember": {"worker": 2}}
+    world.cluster.given(SCHEDULER_PLUGINS_POD_GROUPS, stored)
+    await world.sync()
+    assert pod_group_writes(world) == [("update", "podgroups", "test")]
+    assert world.cluster.writes[0][3]["spec"] == {"minMember": 2, "scheduleTimeoutSeconds": 0,
+                                                  "minTaskMember": {"worker": 2}}
+
+
+async def test_priority_classes_are_read_once_per_ttl() -> None:
+    world, job = running_gang_world(VOLCANO, {})
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["priorityClassName"] = "high"
+    world.cluster.given(MPIJOBS, job)
+    world.cluster.given(PRIORITY_CLASSES, {"metadata": {"name": "high"}, "value": 1000})
+    now = [0.0]
+    world.reconciler.shared.priority_classes = PriorityClassCache(ttl=30.0, clock=lambda: now[0])
+    for at in (0.0, 10.0, 29.9, 30.0, 45.0):
+        now[0] = at
+        await world.sync()
+        world.cluster.catch_up()
+    assert [read for read in world.cluster.reads if read[0] == "priorityclasses"] == [
+        ("priorityclasses", "high"), ("priorityclasses", "high")]
+    assert pod_group_writes(world) == [("create", "podgroups", "test")]

@@ -3,18 +3,22 @@
 # outside the checkout: a root filesystem from Debian packages (mmdebstrap), packed as a docker-archive
 # (hack/build/image_archive.py) that `ctr -n k8s.io images import` takes.
 #   pause                        the pod sandbox image (registry.k8s.io/pause:3.10), from hack/build/images/pause
-#   mpioperator/mpi-pi:openmpi   compatible with upstream's example images (see hack/build/images/README.md)
-#   mpioperator/mpi-pi:mpich     MPICH from the PyPI wheel mpich
-#   mpioperator/mpi-pi:intel     Intel MPI from the PyPI wheels impi-rt and impi-devel
+#   mpioperator/mpi-pi:openmpi   Open MPI 5.0.7 from Debian trixie, as upstream's example image since v0.7.0
+#   mpioperator/mpi-pi:openmpi4  Open MPI 4.1.4 from Debian bookworm (upstream's image before v0.7.0)
+#   mpioperator/mpi-pi:mpich     MPICH 4.2.1 from Debian trixie, as upstream's example image
+#   mpioperator/mpi-pi:intel     Intel MPI from the PyPI wheels impi-rt and impi-devel, on bookworm
+# Each pi image has upstream's conventions (user mpiuser, uid 1000; sshd on port 2222 with
+# ~/.sshd_config; /home/mpiuser/pi) plus /home/mpiuser/netcheck, built from examples/netcheck/netcheck.c.
 #   mpijob-operator/python-base  Debian's Python 3.11: the local base of Dockerfile.webhook/.reconciler
-# Usage: build-images.sh [pause|openmpi|mpich|intel ...] (default: all). Each archive is keyed by the
+# Usage: build-images.sh [pause|openmpi|openmpi4|mpich|intel|python ...] (default: all). Each archive is keyed by the
 # hash of its inputs; a second run with the archives present does no work. Prints the image directory.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SRC="$HERE/images"
+NETCHECK="$HERE/../../examples/netcheck/netcheck.c"
 OUT="${IMAGES_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/mpijob-operator/images}"
-SUITE="${DEBIAN_SUITE:-bookworm}"
+SUITE="${DEBIAN_SUITE:-bookworm}"  # the suite of the images that do not name their own
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 IMPI_VERSION="${IMPI_VERSION:-2021.13.1}"  # the version upstream's image has; it bundles libfabric
 PAUSE_TAG="registry.k8s.io/pause:3.10"
@@ -29,9 +33,10 @@ need_mmdebstrap() {  # installed with apt-get when missing and we are root, as b
   (DEBIAN_FRONTEND=noninteractive apt-get install -y -q mmdebstrap ||
     { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q mmdebstrap; }) >&2
 }
-inputs_hash() {  # the files an image is made of plus the text of its recipe ("$@"), not this whole script
-  { cat "$HERE/image_archive.py" "$SRC"/pi.c "$SRC"/entrypoint.sh "$SRC"/sshd_config; printf '%s\n' "$@"; } \
-    | sha256sum | cut -c1-12; }
+inputs_hash() {  # the files an image is made of plus the text of its recipe ("$@"), not this whole script;
+  # the checkout's own path is left out, so a clone in another folder finds the same archives
+  { cat "$HERE/image_archive.py" "$SRC"/pi.c "$NETCHECK" "$SRC"/entrypoint.sh "$SRC"/sshd_config
+    printf '%s\n' "$@" | sed "s#$HERE#.#g"; } | sha256sum | cut -c1-12; }
 mkdir -p "$OUT"
 exec 9>"$OUT/.build.lock"
 flock -n 9 || { log "another build is running; waiting for it ..."; flock 9; }
@@ -67,58 +72,48 @@ BASE_HOOKS=(
   --customize-hook="upload $SRC/sshd_config /home/mpiuser/.sshd_config"
   --customize-hook="upload $SRC/entrypoint.sh /entrypoint.sh"
   --customize-hook="upload $SRC/pi.c /tmp/pi.c"
+  --customize-hook="upload $NETCHECK /tmp/netcheck.c"
   --customize-hook='chmod 0755 "$1/entrypoint.sh"'
 )
 FINAL_HOOKS=(
   --customize-hook='chroot "$1" chown -R mpiuser:mpiuser /home/mpiuser'
-  --customize-hook='rm -rf "$1/tmp/pi.c" "$1/var/cache/apt/archives"/*.deb "$1/var/lib/apt/lists"/* "$1/usr/share/doc" "$1/usr/share/man"'
+  --customize-hook='rm -rf "$1/tmp/pi.c" "$1/tmp/netcheck.c" "$1/var/cache/apt/archives"/*.deb "$1/var/lib/apt/lists"/* "$1/usr/share/doc" "$1/usr/share/man"'
 )
 BASE_PKGS="openssh-server,openssh-client,ca-certificates,procps,iproute2,dnsutils"
 
-debian_image() {  # debian_image NAME PACKAGES DEV_PACKAGES COMPILE [EXTRA_HOOK...]
-  local name=$1 pkgs=$2 dev=$3 compile=$4; shift 4
+debian_image() {  # debian_image NAME SUITE PACKAGES DEV_PACKAGES COMPILE [EXTRA_HOOK...]
+  local name=$1 suite=$2 pkgs=$3 dev=$4 compile=$5; shift 5
   local hooks=() envs=()
   while (( $# )); do
     if [[ $1 == --env ]]; then envs+=(--env "$2"); shift 2; else hooks+=("$1"); shift; fi
   done
   local tag="mpioperator/mpi-pi:$name"
-  local out="$OUT/mpi-pi-$name-$(inputs_hash "$BASE_PKGS $pkgs $dev $compile $SUITE" "${BASE_HOOKS[@]}" \
+  local out="$OUT/mpi-pi-$name-$(inputs_hash "$BASE_PKGS $pkgs $dev $compile $suite" "${BASE_HOOKS[@]}" \
     "${FINAL_HOOKS[@]}" "${hooks[@]}" "${envs[@]}").tar"
   [[ -f "$out" ]] && return 0
   [[ -z "${PREPARE:-}" ]] || "$PREPARE"
   need_mmdebstrap
   local work; work="$(mktemp -d)"
-  log "$tag: mmdebstrap $SUITE with $pkgs"
+  log "$tag: mmdebstrap $suite with $pkgs"
   mmdebstrap --quiet --variant=apt --format=tar --include="$BASE_PKGS${pkgs:+,$pkgs},$dev" "${BASE_HOOKS[@]}" "${hooks[@]}" \
     --customize-hook="chroot \"\$1\" sh -c '$compile -O2 -o /home/mpiuser/pi /tmp/pi.c'" \
+    --customize-hook="chroot \"\$1\" sh -c '$compile -O2 -o /home/mpiuser/netcheck /tmp/netcheck.c'" \
     --customize-hook="chroot \"\$1\" apt-get purge -y -q --autoremove ${dev//,/ } >/dev/null" \
-    "${FINAL_HOOKS[@]}" "$SUITE" "$work/layer.tar" "$MIRROR" >&2
+    "${FINAL_HOOKS[@]}" "$suite" "$work/layer.tar" "$MIRROR" >&2
   # mmdebstrap empties /run at the end; root's sshd needs its privilege separation directory there
   mkdir -p "$work/extra/run/sshd"
   tar -C "$work/extra" --owner=0 --group=0 --mode=0755 -rf "$work/layer.tar" ./run/sshd
-  rm -f "$OUT/mpi-pi-$name-"*.tar  # earlier recipes' archives
+  rm -f "$OUT/mpi-pi-$name-"????????????.tar  # earlier recipes' archives (not openmpi4-* for openmpi)
   pack "$work/layer.tar" "$out" "$tag" --entrypoint /entrypoint.sh --workdir /home/mpiuser \
     --env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "${envs[@]}"
   rm -rf "$work"
 }
 
-build_openmpi() { debian_image openmpi openmpi-bin libopenmpi-dev,gcc,libc6-dev mpicc; }
-# MPICH 5.0.2 from the PyPI wheel `mpich`: Debian's MPICH 4.0.2 hung in MPI_Finalize (one rank spinning)
-# in 2 of 5 runs of pi across two pods, with any libfabric provider.
-MPICH_VERSION="${MPICH_VERSION:-5.0.2}"
-MPICH_PREFIX="$OUT/.mpich-$MPICH_VERSION"
-mpich_wheel() {
-  rm -rf "$MPICH_PREFIX"
-  python3 -m pip install --quiet --disable-pip-version-check --no-compile --ignore-installed \
-    --no-warn-script-location --prefix "$MPICH_PREFIX" "mpich==$MPICH_VERSION" >&2
-  rm -rf "$MPICH_PREFIX/lib/python3"*
-}
-build_mpich() {
-  PREPARE=mpich_wheel debian_image mpich "" gcc,libc6-dev "ldconfig; mpicc" \
-    --customize-hook="sync-in $MPICH_PREFIX /usr/local" \
-    --customize-hook='printf "/usr/local/lib\n/usr/local/lib/mpich\n" > "$1/etc/ld.so.conf.d/mpich.conf"'
-  rm -rf "$MPICH_PREFIX"
-}
+# Open MPI 5 (PRRTE in place of ORTE) and MPICH 4.2 from trixie, as upstream's examples/v2beta1/pi images;
+# Open MPI 4 (ORTE) from bookworm, so both generations of Open MPI's launcher stay tested.
+build_openmpi() { debian_image openmpi trixie openmpi-bin libopenmpi-dev,gcc,libc6-dev mpicc; }
+build_openmpi4() { debian_image openmpi4 bookworm openmpi-bin libopenmpi-dev,gcc,libc6-dev mpicc; }
+build_mpich() { debian_image mpich trixie mpich libmpich-dev,gcc,libc6-dev mpicc; }
 IMPI_PREFIX="$OUT/.impi-$IMPI_VERSION"  # a fixed path: it is part of the intel recipe's text
 impi_wheels() {  # the wheels (impi-rt with its bundled libfabric, impi-devel), installed by pip on the host
   rm -rf "$IMPI_PREFIX"
@@ -127,7 +122,7 @@ impi_wheels() {  # the wheels (impi-rt with its bundled libfabric, impi-devel), 
   rm -rf "$IMPI_PREFIX/lib/python3"*
 }
 build_intel() {  # the prefix is copied to /usr/local: bin/mpirun (Hydra), lib/libmpi.so, include/mpi.h
-  PREPARE=impi_wheels debian_image intel "" gcc,libc6-dev "ldconfig; mpicc" \
+  PREPARE=impi_wheels debian_image intel "$SUITE" "" gcc,libc6-dev "ldconfig; mpicc" \
     --customize-hook="sync-in $IMPI_PREFIX /usr/local" \
     --customize-hook='printf "/usr/local/lib\n/usr/local/lib/libfabric\n" > "$1/etc/ld.so.conf.d/impi.conf"' \
     --env FI_PROVIDER_PATH=/usr/local/lib/libfabric/prov --env I_MPI_ROOT=/usr/local
@@ -151,7 +146,7 @@ build_python() {
   rm -rf "$work"
 }
 
-targets=("$@"); (( ${#targets[@]} )) || targets=(pause openmpi mpich intel)
+targets=("$@"); (( ${#targets[@]} )) || targets=(pause openmpi openmpi4 mpich intel)
 for t in "${targets[@]}"; do
   began=$SECONDS
   "build_$t"

@@ -3,12 +3,14 @@
 A control plane plus one real node (hack/devcluster/realnode.py) with our images, and our operator
 deployed from its own images by `kubectl apply --server-side -k`; shows an invalid MPIJob rejected at
 apply time, applies examples/pi-{openmpi,intel,mpich}.yaml (CPU limits lowered to fit the node's 2 CPUs),
-prints each launcher's output and ``kubectl get mpij``. Where a real node cannot run (not Linux, not
-root), it says why and how to get it, and returns False: the demo then falls back to kwok.
+prints each launcher's output, on which pod each rank ran, and ``kubectl get mpij``. Where a real node
+cannot run (not Linux, not root), it says why and how to get it, and returns False: the demo then falls
+back to kwok.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import tempfile
 import time
@@ -26,6 +28,7 @@ CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 EXAMPLES = REPO_ROOT / "examples"
 JOBS = ("pi-openmpi", "pi-intel", "pi-mpich")
 NAMESPACE = "demo"
+RANK_LINE = re.compile(r"Rank (\d+) on host (\S+)")
 
 
 def say(message: str) -> None:
@@ -38,6 +41,13 @@ def fitted(name: str) -> dict[str, Any]:
         for container in spec["template"]["spec"]["containers"]:
             container.setdefault("resources", {}).setdefault("limits", {})["cpu"] = CPU_LIMIT
     return job
+
+
+def where_ranks_ran(log: str, job: str) -> str:
+    """One line saying on which pod each rank ran, and how many ran on the launcher (none, as it should)."""
+    hosts = [host.split(".")[0] for _, host in sorted(RANK_LINE.findall(log), key=lambda found: int(found[0]))]
+    on_launcher = sum(host == f"{job}-launcher" for host in hosts)
+    return f"ranks: {', '.join(f'{rank} on {host}' for rank, host in enumerate(hosts))}; on the launcher: {on_launcher}"
 
 
 def run() -> bool:
@@ -68,7 +78,9 @@ def run() -> bool:
             cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=yaml.safe_dump(fitted(name)), check=True)
             outcome, _ = wait_finished(cluster, NAMESPACE, name)
             print(f"{name}: {outcome} {time.monotonic() - began:.1f}s after apply; the launcher's output:")
-            print("    " + launcher_log(cluster, NAMESPACE, name).strip().replace("\n", "\n    "), flush=True)
+            log = launcher_log(cluster, NAMESPACE, name)
+            print("    " + log.strip().replace("\n", "\n    "))
+            print(where_ranks_ran(log, name), flush=True)
         say("kubectl get mpij -o wide")
         print(cluster.kubectl("get", "mpij", "-n", NAMESPACE, "-o", "wide").stdout, end="")
     say("real node stopped: containers, mounts, bridge and state removed")

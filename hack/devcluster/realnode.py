@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import struct
@@ -59,7 +60,7 @@ SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
 K8S_NAMESPACE = "k8s.io"  # containerd namespace the kubelet (CRI) sees
 REAL_NODE_LABEL = "mpijob.kubeflow.org/real-node"
 OWNER_FILE = CACHE / "realnode-owner.json"  # which work dir holds the machine's one real node
-ALL_IMAGES = ("pause", "openmpi", "mpich", "intel")
+ALL_IMAGES = ("pause", "openmpi", "openmpi4", "mpich", "intel")
 
 
 def unavailable() -> str | None:
@@ -89,13 +90,15 @@ def node_bin_dir() -> Path:
 
 
 def image_archives(names: Sequence[str] = ALL_IMAGES) -> list[Path]:
-    """The docker-archives of the named images (pause, openmpi, mpich, intel), built once by
+    """The docker-archives of the named images (pause, openmpi, openmpi4, mpich, intel), built once by
     hack/build/build-images.sh and cached."""
     out = _run_build(IMAGES_BUILD_SCRIPT, *names)
     found = []
     for name in names:
         prefix = "pause-" if name == "pause" else f"mpi-pi-{name}-"
-        candidates = sorted(out.glob(f"{prefix}*.tar"), key=lambda p: p.stat().st_mtime)
+        archive = re.compile(re.escape(prefix) + r"[0-9a-f]{12}\.tar")  # mpi-pi-openmpi-*, not openmpi4-*
+        candidates = sorted((p for p in out.glob(f"{prefix}*.tar") if archive.fullmatch(p.name)),
+                            key=lambda p: p.stat().st_mtime)
         if not candidates:
             raise HarnessError(f"{IMAGES_BUILD_SCRIPT.name} left no {prefix}*.tar in {out}")
         found.append(candidates[-1])

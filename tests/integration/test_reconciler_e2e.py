@@ -26,6 +26,10 @@ LAUNCHER_ENV = {
         {"name": "OMPI_MCA_orte_default_hostfile", "value": "/etc/mpi/hostfile"},
         {"name": "OMPI_MCA_plm_rsh_args", "value": "-o ConnectionAttempts=10"},
         {"name": "OMPI_MCA_orte_set_default_slots", "value": "1"},
+        {"name": "PRTE_MCA_prte_keep_fqdn_hostnames", "value": "true"},
+        {"name": "PRTE_MCA_prte_default_hostfile", "value": "/etc/mpi/hostfile"},
+        {"name": "PRTE_MCA_plm_ssh_args", "value": "-o ConnectionAttempts=10"},
+        {"name": "PRTE_MCA_prte_set_default_slots", "value": "1"},
         {"name": "NVIDIA_VISIBLE_DEVICES"}, {"name": "NVIDIA_DRIVER_CAPABILITIES"}],
     "Intel": [
         {"name": "K_MPI_JOB_ROLE", "value": "launcher"},
@@ -37,6 +41,7 @@ LAUNCHER_ENV = {
         {"name": "K_MPI_JOB_ROLE", "value": "launcher"},
         {"name": "HYDRA_HOST_FILE", "value": "/etc/mpi/hostfile"},
         {"name": "HYDRA_LAUNCH_EXTRA_ARGS", "value": "-o ConnectionAttempts=10"},
+        {"name": "HYDRA_LAUNCHER_EXTRA_ARGS", "value": "-o ConnectionAttempts=10"},
         {"name": "NVIDIA_VISIBLE_DEVICES"}, {"name": "NVIDIA_DRIVER_CAPABILITIES"}],
 }
 

@@ -39,26 +39,43 @@ def _env(name: str, value: str = "") -> JSONDict:
     return {"name": name, "value": value} if value else {"name": name}  # Go omits an empty value
 
 
-def launcher_env(job: MPIJob) -> list[JSONDict]:
-    """The env appended to the launcher's first container: role, MPI implementation settings, GPU blanking."""
-    slots = str(slots_per_worker(job))
-    env = [_env(c.ENV_JOB_ROLE, c.ROLE_LAUNCHER)]
-    implementation = mpi_implementation(job)
+def _mpi_env(implementation: str, slots: str) -> list[JSONDict]:
+    """What each MPI's launcher reads so that a plain ``mpirun -n N prog`` uses the hostfile and ssh settings.
+
+    Upstream's names come first, byte-exact. Open MPI 5 replaced ORTE with PRRTE, which ignores the
+    ``OMPI_MCA_orte_*`` names (ranks then all run on the launcher), so its ``PRTE_MCA_*`` names follow;
+    Open MPI 4 ignores those. MPICH's Hydra reads ``HYDRA_LAUNCHER_EXTRA_ARGS``, not upstream's
+    ``HYDRA_LAUNCH_EXTRA_ARGS``. docs/user-guide.md says which version reads which, as measured.
+    """
     if implementation == c.OPENMPI:
-        env += [
+        return [
             _env("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
             _env("OMPI_MCA_orte_default_hostfile", HOSTFILE_PATH),
             _env("OMPI_MCA_plm_rsh_args", SSH_CONNECTION_ATTEMPTS),
             _env("OMPI_MCA_orte_set_default_slots", slots),
+            _env("PRTE_MCA_prte_keep_fqdn_hostnames", "true"),
+            _env("PRTE_MCA_prte_default_hostfile", HOSTFILE_PATH),
+            _env("PRTE_MCA_plm_ssh_args", SSH_CONNECTION_ATTEMPTS),
+            _env("PRTE_MCA_prte_set_default_slots", slots),
         ]
-    elif implementation == c.INTEL:
-        env += [
+    if implementation == c.INTEL:
+        return [
             _env("I_MPI_HYDRA_HOST_FILE", HOSTFILE_PATH),
             _env("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", SSH_CONNECTION_ATTEMPTS),
             _env("I_MPI_PERHOST", slots),
         ]
-    elif implementation == c.MPICH:
-        env += [_env("HYDRA_HOST_FILE", HOSTFILE_PATH), _env("HYDRA_LAUNCH_EXTRA_ARGS", SSH_CONNECTION_ATTEMPTS)]
+    if implementation == c.MPICH:
+        return [
+            _env("HYDRA_HOST_FILE", HOSTFILE_PATH),
+            _env("HYDRA_LAUNCH_EXTRA_ARGS", SSH_CONNECTION_ATTEMPTS),
+            _env("HYDRA_LAUNCHER_EXTRA_ARGS", SSH_CONNECTION_ATTEMPTS),
+        ]
+    return []
+
+
+def launcher_env(job: MPIJob) -> list[JSONDict]:
+    """The env appended to the launcher's first container: role, MPI implementation settings, GPU blanking."""
+    env = [_env(c.ENV_JOB_ROLE, c.ROLE_LAUNCHER), *_mpi_env(mpi_implementation(job), str(slots_per_worker(job)))]
     if not runs_launcher_as_worker(job):  # keep the launcher off the node's GPUs
         env += [_env(c.ENV_NVIDIA_VISIBLE_DEVICES), _env(c.ENV_NVIDIA_DRIVER_CAPABILITIES)]
     return env

@@ -46,6 +46,10 @@ OPENMPI_ENV = [
     {"name": "OMPI_MCA_orte_default_hostfile", "value": "/etc/mpi/hostfile"},
     {"name": "OMPI_MCA_plm_rsh_args", "value": "-o ConnectionAttempts=10"},
     {"name": "OMPI_MCA_orte_set_default_slots", "value": "1"},
+    {"name": "PRTE_MCA_prte_keep_fqdn_hostnames", "value": "true"},
+    {"name": "PRTE_MCA_prte_default_hostfile", "value": "/etc/mpi/hostfile"},
+    {"name": "PRTE_MCA_plm_ssh_args", "value": "-o ConnectionAttempts=10"},
+    {"name": "PRTE_MCA_prte_set_default_slots", "value": "1"},
 ]
 NVIDIA_BLANKING = [{"name": "NVIDIA_VISIBLE_DEVICES"}, {"name": "NVIDIA_DRIVER_CAPABILITIES"}]
 
@@ -218,11 +222,13 @@ def test_launcher_job_run_policy(run_policy: JSONDict, expected: JSONDict) -> No
 
 @pytest.mark.parametrize(("implementation", "expected"), [
     pytest.param("MPICH", [{"name": "HYDRA_HOST_FILE", "value": "/etc/mpi/hostfile"},
-                           {"name": "HYDRA_LAUNCH_EXTRA_ARGS", "value": "-o ConnectionAttempts=10"}], id="MPICH"),
+                           {"name": "HYDRA_LAUNCH_EXTRA_ARGS", "value": "-o ConnectionAttempts=10"},
+                           {"name": "HYDRA_LAUNCHER_EXTRA_ARGS", "value": "-o ConnectionAttempts=10"}], id="MPICH"),
     pytest.param("Intel", [{"name": "I_MPI_HYDRA_HOST_FILE", "value": "/etc/mpi/hostfile"},
                            {"name": "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", "value": "-o ConnectionAttempts=10"},
                            {"name": "I_MPI_PERHOST", "value": "3"}], id="Intel"),
-    pytest.param("OpenMPI", [*OPENMPI_ENV[1:4], {"name": "OMPI_MCA_orte_set_default_slots", "value": "3"}],
+    pytest.param("OpenMPI", [*OPENMPI_ENV[1:4], {"name": "OMPI_MCA_orte_set_default_slots", "value": "3"},
+                             *OPENMPI_ENV[5:8], {"name": "PRTE_MCA_prte_set_default_slots", "value": "3"}],
                  id="OpenMPI"),
 ])
 def test_launcher_env_per_implementation(implementation: str, expected: list[JSONDict]) -> None:

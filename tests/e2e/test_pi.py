@@ -42,3 +42,14 @@ def test_ranks_fill_each_workers_slots(real_cluster: RealNodeCluster, namespace:
     argv[argv.index("-n") + 1] = "4"
     log, _ = run_to_success(real_cluster, namespace, job)
     assert_pi(log, ["slots-worker-0", "slots-worker-0", "slots-worker-1", "slots-worker-1"])
+
+
+def test_open_mpi_5_launch_tree_reaches_every_worker(real_cluster: RealNodeCluster, namespace: str) -> None:
+    """PRRTE starts its daemons as a tree, 64 per level: with a radix of 1 the daemon on worker 0 starts
+    worker 1's with the ssh args it was handed (PRRTE 3.0 cuts them at an "=", which the operator's
+    value avoids), as it would in a job of more than 64 workers."""
+    job = upstream_pi("openmpi", "tree")
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    launcher["env"] = [{"name": "PRTE_MCA_rml_base_radix", "value": "1"}]
+    log, _ = run_to_success(real_cluster, namespace, job)
+    assert_pi(log, ["tree-worker-0", "tree-worker-1"])

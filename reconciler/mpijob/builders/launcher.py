@@ -30,6 +30,11 @@ from shared.jsondict import JSONDict
 POD_REPLACEMENT_FAILED = "Failed"
 HOSTFILE_PATH = f"{c.CONFIG_MOUNT_PATH}/{c.HOSTFILE_NAME}"
 SSH_CONNECTION_ATTEMPTS = "-o ConnectionAttempts=10"
+# The same for PRRTE (Open MPI 5), with a tab where ssh also takes a blank between keyword and value:
+# PRRTE 3.0 hands its ssh args to the daemons it starts cut at the first "=" ("-o ConnectionAttempts"),
+# and those daemons start the next level of the launch tree (jobs of more than 64 workers) with them;
+# it splits the value at spaces, so a tab keeps "ConnectionAttempts<TAB>10" one argument of ssh's -o.
+PRRTE_SSH_CONNECTION_ATTEMPTS = "-o ConnectionAttempts\t10"
 HOSTFILE_MODE = 0o444
 DISCOVER_HOSTS_MODE = 0o555
 SCHEDULING_DIRECTIVES = ("nodeSelector", "tolerations", "schedulingGates")
@@ -55,7 +60,7 @@ def _mpi_env(implementation: str, slots: str) -> list[JSONDict]:
             _env("OMPI_MCA_orte_set_default_slots", slots),
             _env("PRTE_MCA_prte_keep_fqdn_hostnames", "true"),
             _env("PRTE_MCA_prte_default_hostfile", HOSTFILE_PATH),
-            _env("PRTE_MCA_plm_ssh_args", SSH_CONNECTION_ATTEMPTS),
+            _env("PRTE_MCA_plm_ssh_args", PRRTE_SSH_CONNECTION_ATTEMPTS),
             _env("PRTE_MCA_prte_set_default_slots", slots),
         ]
     if implementation == c.INTEL:

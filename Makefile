@@ -93,10 +93,17 @@ peer-bin:
 kueue:
 	@if command -v go >/dev/null; then bash hack/build/build-kueue.sh >/dev/null; else echo "kueue: no Go, the Kueue tests will be skipped"; fi
 
-integration: $(STAMP) testbin peer-bin kueue
+# scheduler-plugins (sigs.k8s.io/scheduler-plugins: the Coscheduling scheduler, its PodGroup controller and
+# CRDs) for tests/integration/test_gang_scheduling.py, built from the Go module proxy and cached beside the
+# control-plane binaries (docs/operator-guide.md, gang scheduling); without Go those tests are skipped.
+.PHONY: scheduler-plugins
+scheduler-plugins:
+	@if command -v go >/dev/null; then bash hack/build/build-scheduler-plugins.sh >/dev/null; else echo "scheduler-plugins: no Go, the coscheduling tests will be skipped"; fi
+
+integration: $(STAMP) testbin peer-bin kueue scheduler-plugins
 	$(VENV)/bin/pytest tests/integration
 
-test: $(STAMP) testbin peer-bin kueue node-images lint
+test: $(STAMP) testbin peer-bin kueue scheduler-plugins node-images lint
 	$(VENV)/bin/pytest
 
 # The full fault suite: every test marked `faults` (a plain `pytest` leaves them out; `make test` runs

@@ -1,5 +1,5 @@
-# Sourced by hack/build/build-peer.sh and hack/build/build-kueue.sh (which define log()): a module from the Go module
-# proxy, copied to a writable place to be built inside it. The proxy's copy is read-only, and these
+# Sourced by hack/build/build-peer.sh, build-kueue.sh and build-scheduler-plugins.sh (which define log()):
+# a module from the Go module proxy, copied to a writable place to be built inside it. The proxy's copy is read-only, and these
 # modules' go.mod files are not plain `go install` targets.
 #
 # module_source MODULE VERSION OUT: sets INFO (the `go mod download -json` answer) and SRC (OUT/src).
@@ -8,6 +8,7 @@ module_source() {
   log "downloading $module@$version from the module proxy ..."
   if ! INFO="$(go mod download -json "$module@$version" 2>"$out/logs/download.err")"; then
     log "error: the Go module proxy does not serve $module@$version:"; cat "$out/logs/download.err" >&2
+    python3 -c 'import json,sys; print(json.load(sys.stdin).get("Error", ""))' <<<"$INFO" >&2 || true  # -json: the error is in the answer
     exit 3
   fi
   dir="$(python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])' <<<"$INFO")"

@@ -1,35 +1,83 @@
-"""Gang scheduling with a real API server: the reconciler manages the job's PodGroup (e2e 12 and 13).
+"""Gang scheduling with a real API server: the reconciler manages the job's PodGroup (e2e 12 and 13), and
+scheduler-plugins' Coscheduling, a real gang scheduler, places its pods all or none.
 
-No gang scheduler runs here, so gang-scheduled pods stay Pending, which is what upstream's e2e checks
-while a PodGroup's minResources cannot be met.
+scheduler-plugins runs for real (hack/devcluster/coscheduling.py): its own PodGroup CRD, its scheduler as
+``scheduler-plugins-scheduler`` beside the default one, and its PodGroup controller. The jobs of the
+placement tests run on kwok nodes of their own (tests/integration/gangs.py), sized so that a job cannot
+fully fit. Volcano does not run: its PodGroup CRD is a stand-in (crds/podgroups.yaml says why).
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hack.devcluster import LocalCluster
+from hack.devcluster.audit import WRITE_VERBS, audit_events, resource_of
+from hack.devcluster.coscheduling import (
+    SCHEDULER_NAME,
+    Coscheduling,
+    SchedulerPluginsUnavailableError,
+    find_scheduler_plugins,
+)
 from hack.devcluster.mpijobs import mpijob
 from hack.devcluster.wait import wait_for
+from tests.integration.gangs import JSON, bound, gang_nodes, live_pods, pool_job, refused
 from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
 
-CRDS = Path(__file__).resolve().parent / "crds" / "podgroups.yaml"
-GROUPS = {"volcano": "scheduling.volcano.sh/v1beta1", "scheduler-plugins-scheduler": "scheduling.x-k8s.io/v1alpha1"}
+VOLCANO_CRD = Path(__file__).resolve().parent / "crds" / "podgroups.yaml"
+GROUPS = {"volcano": "scheduling.volcano.sh/v1beta1", SCHEDULER_NAME: "scheduling.x-k8s.io/v1alpha1"}
+PLUGINS_GROUP = GROUPS[SCHEDULER_NAME]
+QUIET_SECONDS = 30.0
+
+
+@pytest.fixture(scope="module")
+def coscheduling(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory,
+                 pytestconfig: pytest.Config) -> Iterator[Coscheduling]:
+    """The Coscheduling scheduler and the PodGroup controller, with the real PodGroup CRD, for this module."""
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    try:
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            build = find_scheduler_plugins()
+    except SchedulerPluginsUnavailableError as err:
+        pytest.skip(str(err))
+    process = Coscheduling(cluster, tmp_path_factory.mktemp("coscheduling"), build)
+    process.install_crds()
+    process.start()
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        process.stop()
 
 
 @pytest.fixture(params=list(GROUPS), ids=["volcano", "scheduler-plugins"])
-def gang(request: pytest.FixtureRequest, cluster: LocalCluster, reconciler: ReconcilerControl) -> Iterator[str]:
-    cluster.kubectl("apply", "-f", str(CRDS), check=True)
-    cluster.kubectl("wait", "--for=condition=Established", "-f", str(CRDS), "--timeout=60s", check=True)
+def gang(request: pytest.FixtureRequest, cluster: LocalCluster, reconciler: ReconcilerControl,
+         coscheduling: Coscheduling) -> Iterator[str]:
     name: str = request.param
+    if name == "volcano":
+        cluster.kubectl("apply", "-f", str(VOLCANO_CRD), check=True)
+        cluster.kubectl("wait", "--for=condition=Established", "-f", str(VOLCANO_CRD), "--timeout=60s", check=True)
     reconciler.restart(f"--gang-scheduling={name}")
     try:
         yield name
     finally:
+        reconciler.restart()
+
+
+@pytest.fixture
+def plugins(reconciler: ReconcilerControl, coscheduling: Coscheduling) -> Iterator[ReconcilerControl]:
+    """The reconciler with ``--gang-scheduling=scheduler-plugins-scheduler``, the scheduler running."""
+    reconciler.restart(f"--gang-scheduling={SCHEDULER_NAME}")
+    try:
+        yield reconciler
+    finally:
+        coscheduling.check_running()
         reconciler.restart()
 
 
@@ -51,3 +99,132 @@ def test_pod_group_is_managed(cluster: LocalCluster, namespace: str, gang: str) 
     jobs.patch("pi", {"spec": {"runPolicy": {"suspend": True}}})
     jobs.wait_gone("podgroups", "pi", GROUPS[gang])
     jobs.wait_workers("pi", 0)
+
+
+# ---- placement by the real Coscheduling scheduler
+def pod_group_spec(jobs: Jobs, job: str) -> JSON:
+    """The spec of the job's scheduler-plugins PodGroup, once it exists."""
+    group = until(lambda: jobs.object("podgroups", job, PLUGINS_GROUP), timeout=30, what=f"the PodGroup of {job}")
+    spec: JSON = group["spec"]
+    return spec
+
+
+def wait_refused_unbound(jobs: Jobs, job: str, count: int, timeout: float = 90) -> list[JSON]:
+    """Until the job has ``count`` pods and the scheduler reported each unschedulable; no pod of the job
+    may be bound at any time meanwhile. Returns the pods."""
+    def all_refused() -> list[JSON] | None:
+        pods = jobs.pods(f"training.kubeflow.org/job-name={job}")
+        assert bound(pods) == [], f"pods of {job} bound while the gang does not fit"
+        return pods if len(pods) == count and all(refused(p) is not None for p in pods) else None
+
+    return until(all_refused, timeout=timeout, what=f"the {count} pods of {job} refused by the scheduler")
+
+
+def wait_succeeded_recording_bound(jobs: Jobs, job: str, timeout: float = 120) -> set[str]:
+    """Until the job Succeeded; returns every pod seen bound on the way."""
+    seen: set[str] = set()
+
+    def succeeded() -> bool:
+        seen.update(bound(jobs.pods(f"training.kubeflow.org/job-name={job}")))
+        cond = jobs.condition(job, "Succeeded")
+        return cond is not None and cond["status"] == "True"
+
+    wait_for(succeeded, timeout=timeout, what=f"{job} Succeeded")
+    return seen
+
+
+def pod_names(job: str, seen: set[str]) -> tuple[list[str], int]:
+    """The worker names seen, and how many launcher pods (``<job>-launcher-<suffix>``) were seen."""
+    return sorted(n for n in seen if n.startswith(f"{job}-worker-")), sum(
+        n.startswith(f"{job}-launcher-") for n in seen)
+
+
+def test_a_job_larger_than_free_capacity_binds_no_pod_until_it_fits(
+        cluster: LocalCluster, namespace: str, plugins: ReconcilerControl) -> None:
+    jobs = Jobs(cluster, namespace)
+    with gang_nodes(cluster, namespace) as nodes:
+        nodes.add(cpu="4")  # 5 pods of 1 CPU: 4 would fit, so a scheduler without gangs binds 4
+        jobs.create(pool_job("big", namespace, 4, run_for="2s"))
+        assert pod_group_spec(jobs, "big") == {
+            "minMember": 5, "minResources": {"cpu": "5"}, "scheduleTimeoutSeconds": 0}
+        pods = wait_refused_unbound(jobs, "big", 5)
+        assert {p["spec"]["schedulerName"] for p in pods} == {SCHEDULER_NAME}
+        nodes.add(cpu="4")
+        seen = wait_succeeded_recording_bound(jobs, "big")
+    assert pod_names("big", seen) == ([f"big-worker-{i}" for i in range(4)], 1)
+
+
+def placements(jobs: Jobs, names: tuple[str, str]) -> tuple[int, int]:
+    """How many live pods of each job are bound."""
+    first, second = (len(bound(live_pods(jobs, name))) for name in names)
+    return first, second
+
+
+def test_two_jobs_that_fit_only_alone_are_never_both_partially_placed(
+        cluster: LocalCluster, namespace: str, plugins: ReconcilerControl) -> None:
+    jobs = Jobs(cluster, namespace)
+    names = ("one", "two")
+    observed: set[tuple[int, int]] = set()
+    with gang_nodes(cluster, namespace) as nodes:
+        nodes.add(cpu="4")  # each job: 2 workers and a launcher of 1 CPU, 3 of 4 CPUs
+        for name in names:
+            jobs.create(pool_job(name, namespace, 2, run_for="3s"))
+
+        def both_succeeded() -> bool:
+            observed.add(placements(jobs, names))
+            return all((jobs.condition(n, "Succeeded") or {}).get("status") == "True" for n in names)
+
+        wait_for(both_succeeded, timeout=240, interval=0.1, what="both jobs Succeeded")
+    partial = {(a, b) for a, b in observed if 0 < a < 3 and 0 < b < 3}
+    assert partial == set(), f"both jobs partially placed at once: {sorted(observed)}"
+    assert {(3, 0), (0, 3)} & observed, f"never one job whole and the other not at all: {sorted(observed)}"
+
+
+def test_wait_for_workers_ready_runs_under_a_gang(cluster: LocalCluster, namespace: str,
+                                                  plugins: ReconcilerControl) -> None:
+    """kubeflow/mpi-operator#608: the gang is the workers; with upstream's workers + 1 it never starts."""
+    jobs = Jobs(cluster, namespace)
+    with gang_nodes(cluster, namespace) as nodes:
+        nodes.add(cpu="4")
+        jobs.create(pool_job("ours", namespace, 2, launcherCreationPolicy="WaitForWorkersReady"))
+        upstream_count = {"cleanPodPolicy": "Running", "schedulingPolicy": {"minAvailable": 3}}
+        jobs.create(pool_job("upstream", namespace, 2, launcherCreationPolicy="WaitForWorkersReady",
+                             runPolicy=upstream_count))
+        assert pod_group_spec(jobs, "ours") == {
+            "minMember": 2, "minResources": {"cpu": "2"}, "scheduleTimeoutSeconds": 0}
+        seen = wait_succeeded_recording_bound(jobs, "ours")
+        assert pod_names("ours", seen) == (["ours-worker-0", "ours-worker-1"], 1)
+        pods = wait_refused_unbound(jobs, "upstream", 2)
+    assert {p["metadata"]["name"]: "cannot find enough sibling pods, current pods number: 2, minMember of "
+            "group: 3" in (refused(p) or "") for p in pods} == {"upstream-worker-0": True, "upstream-worker-1": True}
+    assert jobs.launcher("upstream") is None
+
+
+def pod_group_writes(log: Path, username: str, offset: int) -> list[str]:
+    """The PodGroup writes (not status) ``username`` made since byte ``offset`` of the audit log."""
+    return [f"{e['verb']} {e['objectRef'].get('name')}" for e in audit_events(log, offset=offset)
+            if (e.get("user") or {}).get("username") == username and resource_of(e) == "podgroups"
+            and e["verb"] in WRITE_VERBS]
+
+
+def test_a_steady_job_makes_no_pod_group_write(cluster: LocalCluster, namespace: str,
+                                               plugins: ReconcilerControl) -> None:
+    jobs = Jobs(cluster, namespace)
+    log = cluster.audit_log
+    assert log is not None
+    username = plugins.credentials.username
+    with gang_nodes(cluster, namespace) as nodes:
+        nodes.add(cpu="4")
+        jobs.create(pool_job("steady", namespace, 2, launcher_labels={"test.mpijob/outcome": "hang"}))
+        jobs.wait_condition("steady", "Running", timeout=90)
+        offset = log.stat().st_size
+        jobs.patch("steady", {"metadata": {"labels": {"touched": "yes"}}})  # one more sync, on top of the
+        end = time.monotonic() + QUIET_SECONDS  # PodGroup controller's status writes, which enqueue the job
+
+        def quiet_until_the_end() -> bool:
+            assert pod_group_writes(log, username, offset) == []
+            return time.monotonic() >= end
+
+        wait_for(quiet_until_the_end, timeout=QUIET_SECONDS + 10, interval=1.0,
+                 what=f"{QUIET_SECONDS:.0f} s without a PodGroup write")
+        assert jobs.condition("steady", "Running") is not None

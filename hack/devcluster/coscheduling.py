@@ -99,6 +99,18 @@ def scheduler_configuration(kubeconfig: Path) -> JSON:
     }
 
 
+def install_crds(cluster: LocalCluster, build: SchedulerPluginsBuild) -> list[str]:
+    """Apply the module's CRDs and wait until they are Established; returns their names."""
+    names = []
+    for path in build.crds:
+        crd = yaml.safe_load(path.read_text())
+        cluster.rest.apply(CRD_PATH, crd)
+        names.append(crd["metadata"]["name"])
+    wait_for(lambda: all(condition(cluster.rest.get(f"{CRD_PATH}/{n}"), "Established") == "True" for n in names),
+             START_TIMEOUT, 0.1, what=f"CRDs {', '.join(names)} Established")
+    return names
+
+
 class Coscheduling:
     """The Coscheduling scheduler and the PodGroup controller for one LocalCluster."""
 
@@ -109,15 +121,7 @@ class Coscheduling:
         self.processes: list[processes.Process] = []
 
     def install_crds(self) -> list[str]:
-        """Apply the module's CRDs and wait until they are Established; returns their names."""
-        names = []
-        for path in self.build.crds:
-            crd = yaml.safe_load(path.read_text())
-            self.cluster.rest.apply(CRD_PATH, crd)
-            names.append(crd["metadata"]["name"])
-        wait_for(lambda: all(condition(self.cluster.rest.get(f"{CRD_PATH}/{n}"), "Established") == "True"
-                             for n in names), START_TIMEOUT, 0.1, what=f"CRDs {', '.join(names)} Established")
-        return names
+        return install_crds(self.cluster, self.build)
 
     def scheduler_argv(self) -> list[str]:
         config = self.dir / "scheduler-config.yaml"

@@ -28,6 +28,7 @@ import yaml
 
 from hack.devcluster import LocalCluster
 from hack.devcluster.audit import audit_events, resource_of
+from hack.devcluster.coscheduling import find_scheduler_plugins, install_crds
 from hack.devcluster.mpijobs import mpijob
 from hack.devcluster.operators import RBAC_MANIFESTS, OperatorReconciler, ServiceAccountCredentials
 from hack.devcluster.rest import ApiError
@@ -278,8 +279,9 @@ def runs(cluster: LocalCluster, reconciler: ReconcilerControl, tmp_path_factory:
         jobs = Jobs(cluster, plain)
         foreign_objects(jobs, credentials.username)
         lifecycle(jobs)
-        cluster.kubectl("apply", "-f", str(PODGROUP_CRDS), check=True)
+        cluster.kubectl("apply", "-f", str(PODGROUP_CRDS), check=True)  # Volcano's stand-in
         cluster.kubectl("wait", "--for=condition=Established", "-f", str(PODGROUP_CRDS), "--timeout=60s", check=True)
+        install_crds(cluster, find_scheduler_plugins())  # scheduler-plugins' own
         cluster.rest.create("/apis/scheduling.k8s.io/v1/priorityclasses", {
             "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": priority_class},
             "value": 1000})

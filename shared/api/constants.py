@@ -126,3 +126,23 @@ ENV_NVIDIA_DRIVER_CAPABILITIES: Final = "NVIDIA_DRIVER_CAPABILITIES"
 VOLCANO_GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 VOLCANO_QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
 SCHEDULER_PLUGINS_POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+
+# kubeflow.org/v2 (docs/proposals/v2.md): served beside v2beta1, which stays the storage version.
+VERSION_V2: Final = "v2"
+API_VERSION_V2: Final = f"{GROUP}/{VERSION_V2}"
+API_VERSIONS: Final = (API_VERSION, API_VERSION_V2)
+# The v2-only spec fields of an object stored as v2beta1, as canonical JSON at their v2 paths.
+V2_SPEC_ANNOTATION: Final = "mpijobs.kubeflow.org/v2-spec"
+
+# spec.runPolicy.failurePolicy (v2).
+ACTION_RESTART_JOB: Final = "RestartJob"
+ACTION_FAIL_JOB: Final = "FailJob"
+FAILURE_POLICY_ACTIONS: Final = (ACTION_RESTART_JOB, ACTION_FAIL_JOB)
+EXIT_CODES_IN: Final = "In"
+EXIT_CODES_NOT_IN: Final = "NotIn"
+EXIT_CODES_OPERATORS: Final = (EXIT_CODES_IN, EXIT_CODES_NOT_IN)
+CONDITION_STATUSES: Final = (CONDITION_TRUE, CONDITION_FALSE, CONDITION_UNKNOWN)
+MAX_FAILURE_POLICY_RULES: Final = 20
+MAX_POD_CONDITION_PATTERNS: Final = 20
+MAX_EXIT_CODE_VALUES: Final = 255
+MAX_RULE_NAME_LENGTH: Final = 63

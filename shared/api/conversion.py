@@ -1,0 +1,145 @@
+"""Conversion between kubeflow.org/v2 and kubeflow.org/v2beta1 MPIJobs: pure, total, lossless.
+
+v2beta1 is the storage version. The v2-only field, ``spec.runPolicy.failurePolicy``, is kept in a v2beta1
+object as the annotation ``mpijobs.kubeflow.org/v2-spec``: canonical JSON of the v2-only fields at their v2
+paths. Only a *liftable* annotation is turned back into the field; any other value is carried verbatim in both
+directions, so that v2beta1 -> v2 -> v2beta1 gives back every object the v2beta1 schema admits, and
+v2 -> v2beta1 -> v2 every object the v2 schema admits without the reserved annotation
+(docs/proposals/v2.md, "Conversion").
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from shared.api import constants as c
+from shared.jsondict import JSONDict
+
+_FAILURE_POLICY_PATH = ("spec", "runPolicy", "failurePolicy")
+
+
+class ConversionError(ValueError):
+    """An object that is not an MPIJob this conversion knows (its message says why)."""
+
+
+def canonical_json(value: Any) -> str:
+    """The annotation's form: keys sorted, no insignificant whitespace."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def convert(obj: Any, desired_api_version: str) -> JSONDict:
+    """``obj`` as ``desired_api_version``; ConversionError for anything but an MPIJob of a served version."""
+    if desired_api_version not in c.API_VERSIONS:
+        raise ConversionError(f"unsupported desiredAPIVersion {desired_api_version!r}: "
+                              f"supported are {', '.join(c.API_VERSIONS)}")
+    if not isinstance(obj, dict):
+        raise ConversionError("not an object")
+    if obj.get("kind") != c.KIND:
+        raise ConversionError(f"kind {obj.get('kind')!r} is not {c.KIND}")
+    api_version = obj.get("apiVersion")
+    if api_version not in c.API_VERSIONS:
+        raise ConversionError(f"unsupported apiVersion {api_version!r}: supported are {', '.join(c.API_VERSIONS)}")
+    if not isinstance(obj.get("metadata", {}), dict):
+        raise ConversionError("metadata is not an object")
+    if api_version == desired_api_version:
+        return obj
+    return to_v2(obj) if desired_api_version == c.API_VERSION_V2 else to_v2beta1(obj)
+
+
+def to_v2(obj: JSONDict) -> JSONDict:
+    """A v2beta1 MPIJob as v2: a liftable annotation becomes ``spec.runPolicy.failurePolicy``."""
+    result = {**obj, "apiVersion": c.API_VERSION_V2}
+    failure_policy = lifted_failure_policy(obj)
+    if failure_policy is None:
+        return result
+    metadata = dict(obj["metadata"])
+    annotations = {k: v for k, v in metadata["annotations"].items() if k != c.V2_SPEC_ANNOTATION}
+    if annotations:
+        metadata["annotations"] = annotations
+    else:
+        del metadata["annotations"]
+    spec = dict(obj["spec"])
+    spec["runPolicy"] = {**spec["runPolicy"], "failurePolicy": failure_policy}
+    return {**result, "metadata": metadata, "spec": spec}
+
+
+def to_v2beta1(obj: JSONDict) -> JSONDict:
+    """A v2 MPIJob as v2beta1: ``spec.runPolicy.failurePolicy`` moves into the annotation (replacing any value)."""
+    result = {**obj, "apiVersion": c.API_VERSION}
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("runPolicy"), dict):
+        return result
+    run_policy: JSONDict = spec["runPolicy"]
+    if run_policy.get("failurePolicy") is None:  # absent, or a null the API server prunes: nothing to keep
+        return result
+    metadata = dict(obj.get("metadata") or {})
+    annotations = metadata.get("annotations")
+    if annotations is not None and not isinstance(annotations, dict):
+        raise ConversionError("metadata.annotations is not an object")
+    value = {"spec": {"runPolicy": {"failurePolicy": run_policy["failurePolicy"]}}}
+    metadata["annotations"] = {**(annotations or {}), c.V2_SPEC_ANNOTATION: canonical_json(value)}
+    kept = {k: v for k, v in run_policy.items() if k != "failurePolicy"}
+    return {**result, "metadata": metadata, "spec": {**spec, "runPolicy": kept}}
+
+
+def lifted_failure_policy(obj: JSONDict) -> JSONDict | None:
+    """The ``failurePolicy`` a v2beta1 object's annotation holds if it is liftable, else None.
+
+    Liftable: a string that is canonical JSON of ``{"spec":{"runPolicy":{"failurePolicy":{...}}}}`` and
+    nothing else, holding only fields the v2 schema knows with their JSON types (so the API server's pruning
+    of the converted object removes nothing), on an object whose ``spec.runPolicy`` is an object without a
+    ``failurePolicy`` key. The reconciler reads the field through this function too.
+    """
+    metadata = obj.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    value = annotations.get(c.V2_SPEC_ANNOTATION) if isinstance(annotations, dict) else None
+    spec = obj.get("spec")
+    run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
+    if not isinstance(value, str) or not isinstance(run_policy, dict) or "failurePolicy" in run_policy:
+        return None
+    failure_policy = parse_annotation(value)
+    if failure_policy is None or canonical_json({"spec": {"runPolicy": {"failurePolicy": failure_policy}}}) != value:
+        return None
+    return failure_policy
+
+
+def parse_annotation(value: str) -> JSONDict | None:
+    """The ``failurePolicy`` of an annotation value whose only path is ``spec.runPolicy.failurePolicy`` and whose
+    fields are all known with their JSON types, whether canonical or not; None for anything else."""
+    try:
+        decoded = json.loads(value)
+    except (ValueError, RecursionError):  # not JSON, digits beyond Python's limit, nested too deep
+        return None
+    node: Any = decoded
+    for key in _FAILURE_POLICY_PATH:
+        if not isinstance(node, dict) or list(node) != [key]:
+            return None
+        node = node[key]
+    return node if _matches(node, _FAILURE_POLICY) else None
+
+
+# The v2 schema of failurePolicy as JSON types: a dict is an object with these optional properties, a
+# one-element list an array of that item type.
+_INT, _STR = "integer", "string"
+_FAILURE_POLICY: Any = {
+    "maxRestarts": _INT,
+    "rules": [{
+        "name": _STR,
+        "action": _STR,
+        "onReplicaTypes": [_STR],
+        "onPodConditions": [{"type": _STR, "status": _STR}],
+        "onExitCodes": {"containerName": _STR, "operator": _STR, "values": [_INT]},
+    }],
+}
+
+
+def _matches(value: Any, schema: Any) -> bool:
+    if schema == _INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if schema == _STR:
+        return isinstance(value, str)
+    if isinstance(schema, list):
+        return isinstance(value, list) and all(_matches(item, schema[0]) for item in value)
+    return (isinstance(value, dict)
+            and all(key in schema and _matches(item, schema[key]) for key, item in value.items()))

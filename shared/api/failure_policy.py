@@ -1,0 +1,209 @@
+"""Validation of kubeflow.org/v2's ``spec.runPolicy.failurePolicy`` and of its v2beta1 form, the annotation.
+
+The rules are those of the v2 CRD schema (enums, limits, CEL rules; docs/proposals/v2.md, "Schema") with
+Kubernetes-style field paths, so that the webhook reports them where the API server would.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from shared.api import constants as c
+from shared.api import dns
+from shared.api import field_errors as fe
+from shared.api.conversion import canonical_json, lifted_failure_policy, parse_annotation
+from shared.api.field_errors import FieldError
+from shared.api.v2types import ExitCodesRequirement, FailurePolicy, FailurePolicyRule, MPIJobV2, PodConditionPattern
+from shared.jsondict import JSONDict
+
+PATH = "spec.runPolicy.failurePolicy"
+ANNOTATION_PATH = f"metadata.annotations[{c.V2_SPEC_ANNOTATION}]"
+INT32_MAX = 2**31 - 1
+_RULE_NAME = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?").fullmatch
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]").fullmatch
+
+
+def v2_errors(job: MPIJobV2) -> list[FieldError]:
+    """The v2-only errors of a v2 MPIJob: its failurePolicy, and the reserved annotation set by a v2 client."""
+    errors: list[FieldError] = []
+    annotations = job.metadata.get("annotations")
+    if isinstance(annotations, dict) and c.V2_SPEC_ANNOTATION in annotations:
+        errors.append(fe.forbidden(ANNOTATION_PATH, f"is reserved for storing v2 fields in {c.API_VERSION}; "
+                                                    "set spec.runPolicy.failurePolicy instead"))
+    policy = job.failure_policy
+    return errors + (failure_policy_errors(policy) if policy is not None else [])
+
+
+def failure_policy_update_errors(old: JSONDict | None, new: JSONDict | None, path: str = PATH) -> list[FieldError]:
+    """The failurePolicy is immutable: it cannot be added, changed or removed after creation."""
+    if old == new:
+        return []
+    return [fe.invalid(path, new, "field is immutable")]
+
+
+def annotation_errors(obj: JSONDict) -> list[FieldError]:
+    """Errors of a v2beta1 object's annotation: a value that is not a failurePolicy, or an invalid one."""
+    value = annotation_value(obj)
+    if value is None:
+        return []
+    policy = parse_annotation(value) if isinstance(value, str) else None
+    spec = obj.get("spec")
+    run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
+    if policy is None or not isinstance(run_policy, dict):
+        detail = ('must be JSON of {"spec":{"runPolicy":{"failurePolicy":{...}}}} with only fields of '
+                  f"{c.API_VERSION_V2}, on an MPIJob with spec.runPolicy")
+        return [fe.invalid(ANNOTATION_PATH, _shown(value), detail)]
+    # Errors inside the value name their path in it: metadata.annotations[...].spec.runPolicy.failurePolicy...
+    errors = failure_policy_errors(FailurePolicy.model_validate(policy))
+    return [replace(error, field=f"{ANNOTATION_PATH}.{error.field}") for error in errors]
+
+
+def _shown(value: object) -> object:
+    """A short value as it is; a long one (the annotation may hold 256 KiB) described by its size."""
+    if isinstance(value, str) and len(value) > 80:
+        return f"<{len(value)} characters>"
+    return value if isinstance(value, str | int | bool) or value is None else f"<{type(value).__name__}>"
+
+
+def annotation_value(obj: JSONDict) -> object:
+    """The annotation's value (of any type), or None when the object has none."""
+    metadata = obj.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    return annotations.get(c.V2_SPEC_ANNOTATION) if isinstance(annotations, dict) else None
+
+
+def canonical_annotation(obj: JSONDict) -> str | None:
+    """The canonical form of a valid but non-canonical annotation value, for the mutating webhook; else None."""
+    value = annotation_value(obj)
+    if not isinstance(value, str) or annotation_errors(obj):
+        return None
+    canonical = canonical_json({"spec": {"runPolicy": {"failurePolicy": parse_annotation(value)}}})
+    return canonical if canonical != value else None
+
+
+def stored_failure_policy(obj: JSONDict) -> JSONDict | None:
+    """The failurePolicy of a v2beta1 object as the webhook compares it on updates: lifted if liftable."""
+    return lifted_failure_policy(obj)
+
+
+def failure_policy_errors(policy: FailurePolicy, path: str = PATH) -> list[FieldError]:
+    """Every error of one failurePolicy, in the order of its fields."""
+    errors: list[FieldError] = []
+    if policy.max_restarts is not None:
+        errors += _range_errors(f"{path}.maxRestarts", policy.max_restarts)
+    rules = policy.rules
+    if not rules:
+        return [*errors, fe.required(f"{path}.rules", "must have at least one rule")]
+    if len(rules) > c.MAX_FAILURE_POLICY_RULES:
+        errors.append(_too_many(f"{path}.rules", len(rules), c.MAX_FAILURE_POLICY_RULES))
+    seen: set[str] = set()
+    for i, rule in enumerate(rules):
+        errors += _rule_errors(rule, f"{path}.rules[{i}]", seen)
+    if policy.max_restarts is None and any(rule.action == c.ACTION_RESTART_JOB for rule in rules):
+        errors.append(fe.required(f"{path}.maxRestarts", "maxRestarts is required with a RestartJob rule"))
+    return errors
+
+
+def _range_errors(path: str, value: int) -> list[FieldError]:
+    if value < 0:
+        return [fe.invalid(path, value, "must be greater than or equal to 0", "minimum")]
+    if value > INT32_MAX:
+        return [fe.invalid(path, value, f"must be less than or equal to {INT32_MAX}", "maximum")]
+    return []
+
+
+def _too_many(path: str, count: int, limit: int) -> FieldError:
+    return FieldError(fe.ErrorType.TOO_MANY, path, count, f"must have at most {limit} items")
+
+
+def _rule_errors(rule: FailurePolicyRule, path: str, seen: set[str]) -> list[FieldError]:
+    errors = _rule_name_errors(rule.name, f"{path}.name", seen)
+    if rule.action is None:
+        errors.append(fe.required(f"{path}.action", ""))
+    elif rule.action not in c.FAILURE_POLICY_ACTIONS:
+        errors.append(fe.not_supported(f"{path}.action", rule.action, c.FAILURE_POLICY_ACTIONS))
+    errors += _replica_types_errors(rule.on_replica_types, f"{path}.onReplicaTypes")
+    if (rule.on_pod_conditions is None) == (rule.on_exit_codes is None):
+        errors.append(fe.invalid(path, None, "exactly one of onPodConditions and onExitCodes is required"))
+    if rule.on_pod_conditions is not None:
+        errors += _pod_conditions_errors(rule.on_pod_conditions, f"{path}.onPodConditions")
+    if rule.on_exit_codes is not None:
+        errors += _exit_codes_errors(rule.on_exit_codes, f"{path}.onExitCodes")
+    return errors
+
+
+def _rule_name_errors(name: str | None, path: str, seen: set[str]) -> list[FieldError]:
+    if not name:
+        return [fe.required(path, "")]
+    if name in seen:
+        return [FieldError(fe.ErrorType.DUPLICATE, path, name)]
+    seen.add(name)
+    if len(name) > c.MAX_RULE_NAME_LENGTH:
+        return [FieldError(fe.ErrorType.TOO_LONG, path, name, f"may not be more than {c.MAX_RULE_NAME_LENGTH} bytes")]
+    if not _RULE_NAME(name):
+        detail = "must start with a letter and contain only letters, digits, '_', ',' and ':', ending in neither"
+        return [fe.invalid(path, name, detail)]
+    return []
+
+
+def _replica_types_errors(types: list[str] | None, path: str) -> list[FieldError]:
+    if types is None:
+        return []
+    if not types:
+        return [fe.required(path, "must have at least one replica type when set")]
+    errors = [fe.not_supported(f"{path}[{i}]", t, c.REPLICA_TYPES) for i, t in enumerate(types)
+              if t not in c.REPLICA_TYPES]
+    errors += [FieldError(fe.ErrorType.DUPLICATE, f"{path}[{i}]", t) for i, t in enumerate(types) if t in types[:i]]
+    return errors
+
+
+def _pod_conditions_errors(patterns: list[PodConditionPattern], path: str) -> list[FieldError]:
+    if not patterns:
+        return [fe.required(path, "must have at least one pattern when set")]
+    errors = [] if len(patterns) <= c.MAX_POD_CONDITION_PATTERNS else [
+        _too_many(path, len(patterns), c.MAX_POD_CONDITION_PATTERNS)]
+    for i, pattern in enumerate(patterns):
+        if not pattern.type:
+            errors.append(fe.required(f"{path}[{i}].type", ""))
+        elif not _is_qualified_name(pattern.type):
+            errors.append(fe.invalid(f"{path}[{i}].type", pattern.type, "must be a qualified name"))
+        if pattern.status is not None and pattern.status not in c.CONDITION_STATUSES:
+            errors.append(fe.not_supported(f"{path}[{i}].status", pattern.status, c.CONDITION_STATUSES))
+    return errors
+
+
+def _is_qualified_name(value: str) -> bool:
+    prefix, _, name = value.rpartition("/")
+    if "/" in value and (not prefix or dns.is_dns1123_subdomain(prefix)):
+        return False
+    return len(name) <= dns.DNS1123_LABEL_MAX and bool(_QUALIFIED_NAME(name))
+
+
+def _exit_codes_errors(requirement: ExitCodesRequirement, path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    name = requirement.container_name
+    if name is not None:
+        errors += [fe.invalid(f"{path}.containerName", name, problem) for problem in dns.is_dns1123_label(name)]
+    if requirement.operator is None:
+        errors.append(fe.required(f"{path}.operator", ""))
+    elif requirement.operator not in c.EXIT_CODES_OPERATORS:
+        errors.append(fe.not_supported(f"{path}.operator", requirement.operator, c.EXIT_CODES_OPERATORS))
+    return errors + _exit_code_values_errors(requirement, f"{path}.values")
+
+
+def _exit_code_values_errors(requirement: ExitCodesRequirement, path: str) -> list[FieldError]:
+    values = requirement.values
+    if not values:
+        return [fe.required(path, "must have at least one exit code")]
+    errors = [] if len(values) <= c.MAX_EXIT_CODE_VALUES else [_too_many(path, len(values), c.MAX_EXIT_CODE_VALUES)]
+    for i, value in enumerate(values):
+        if not -(2**31) <= value <= INT32_MAX:
+            errors.append(fe.invalid(f"{path}[{i}]", value, "must be a 32-bit integer"))
+        elif value in values[:i]:
+            errors.append(FieldError(fe.ErrorType.DUPLICATE, f"{path}[{i}]", value))
+    if values != sorted(values):
+        errors.append(fe.invalid(path, values, "values must be sorted ascending"))
+    if requirement.operator == c.EXIT_CODES_IN and 0 in values:
+        errors.append(fe.invalid(path, values, "0 is not allowed with the In operator"))
+    return errors

@@ -1,0 +1,89 @@
+"""Validation of v2's spec.runPolicy.failurePolicy and of its v2beta1 annotation (shared/api/failure_policy.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared.api import constants as c
+from shared.api.failure_policy import annotation_errors, canonical_annotation, failure_policy_errors, v2_errors
+from shared.api.v2types import FailurePolicy, MPIJobV2
+
+ANNOTATION = c.V2_SPEC_ANNOTATION
+EXIT_RULE = {"name": "bad", "action": "FailJob", "onExitCodes": {"operator": "In", "values": [2]}}
+P = "spec.runPolicy.failurePolicy"
+
+CASES: list[tuple[str, dict[str, Any], list[str]]] = [
+    ("valid", {"maxRestarts": 1, "rules": [EXIT_RULE, {"name": "d", "action": "RestartJob", "onReplicaTypes": [
+        "Worker"], "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}, []),
+    ("no rules", {"maxRestarts": 1}, [f"{P}.rules: Required value: must have at least one rule"]),
+    ("negative maxRestarts", {"maxRestarts": -1, "rules": [EXIT_RULE]},
+     [f"{P}.maxRestarts: Invalid value: -1: must be greater than or equal to 0"]),
+    ("RestartJob without maxRestarts", {"rules": [{**EXIT_RULE, "action": "RestartJob"}]},
+     [f"{P}.maxRestarts: Required value: maxRestarts is required with a RestartJob rule"]),
+    ("bad action and names", {"rules": [{**EXIT_RULE, "action": "Restart"}, EXIT_RULE, {**EXIT_RULE, "name": "1a"},
+                                        {**EXIT_RULE, "name": "a" * 64}]},
+     [f'{P}.rules[0].action: Unsupported value: "Restart": supported values: "RestartJob", "FailJob"',
+      f'{P}.rules[1].name: Duplicate value: "bad"',
+      f"{P}.rules[2].name: Invalid value: \"1a\": must start with a letter and contain only letters, digits, '_', "
+      "',' and ':', ending in neither",
+      f"{P}.rules[3].name: Too long: may not be more than 63 bytes"]),
+    ("both matchers", {"rules": [{**EXIT_RULE, "onPodConditions": [{"type": "a/"}]}]},
+     [f"{P}.rules[0]: Invalid value: null: exactly one of onPodConditions and onExitCodes is required",
+      f'{P}.rules[0].onPodConditions[0].type: Invalid value: "a/": must be a qualified name']),
+    ("replica types", {"rules": [{**EXIT_RULE, "onReplicaTypes": ["worker", "Launcher", "Launcher"]}]},
+     [f'{P}.rules[0].onReplicaTypes[0]: Unsupported value: "worker": supported values: "Launcher", "Worker"',
+      f'{P}.rules[0].onReplicaTypes[2]: Duplicate value: "Launcher"']),
+    ("exit codes", {"rules": [{"name": "x", "action": "FailJob", "onExitCodes": {
+        "containerName": "Main", "operator": "In", "values": [3, 0, 3]}}]},
+     [f'{P}.rules[0].onExitCodes.containerName: Invalid value: "Main": a lowercase RFC 1123 label must consist of '
+      "lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. "
+      "'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+      f"{P}.rules[0].onExitCodes.values[2]: Duplicate value: 3",
+      f"{P}.rules[0].onExitCodes.values: Invalid value: [3,0,3]: values must be sorted ascending",
+      f"{P}.rules[0].onExitCodes.values: Invalid value: [3,0,3]: 0 is not allowed with the In operator"]),
+    ("condition status", {"rules": [{"name": "x", "action": "FailJob", "onPodConditions": [
+        {"type": "example.com/Gone", "status": "Yes"}]}]},
+     [f'{P}.rules[0].onPodConditions[0].status: Unsupported value: "Yes": supported values: "True", "False", '
+      '"Unknown"']),
+]
+
+
+@pytest.mark.parametrize(("policy", "expected"), [(p, e) for _, p, e in CASES], ids=[i for i, _, _ in CASES])
+def test_failure_policy_errors(policy: dict[str, Any], expected: list[str]) -> None:
+    assert [str(e) for e in failure_policy_errors(FailurePolicy.model_validate(policy))] == expected
+
+
+def _job(annotations: dict[str, Any], run_policy: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"apiVersion": c.API_VERSION, "kind": "MPIJob", "metadata": {"name": "pi", "annotations": annotations},
+            "spec": {"runPolicy": {} if run_policy is None else run_policy}}
+
+
+def test_v2_denies_the_reserved_annotation() -> None:
+    job = MPIJobV2.model_validate({**_job({ANNOTATION: "{}"}), "apiVersion": c.API_VERSION_V2})
+    assert [str(e) for e in v2_errors(job)] == [
+        f"metadata.annotations[{ANNOTATION}]: Forbidden: is reserved for storing v2 fields in kubeflow.org/v2beta1; "
+        "set spec.runPolicy.failurePolicy instead"]
+
+
+def test_the_annotation_is_validated_like_the_field() -> None:
+    value = '{"spec":{"runPolicy":{"failurePolicy":{"rules":[]}}}}'
+    assert [str(e) for e in annotation_errors(_job({ANNOTATION: value}))] == [
+        f"metadata.annotations[{ANNOTATION}].{P}.rules: Required value: must have at least one rule"]
+    shape = ('must be JSON of {"spec":{"runPolicy":{"failurePolicy":{...}}}} with only fields of kubeflow.org/v2, '
+             "on an MPIJob with spec.runPolicy")
+    assert [str(e) for e in annotation_errors(_job({ANNOTATION: "x"}))] == [
+        f'metadata.annotations[{ANNOTATION}]: Invalid value: "x": {shape}']
+    assert [str(e) for e in annotation_errors(_job({ANNOTATION: "y" * 81}))] == [
+        f'metadata.annotations[{ANNOTATION}]: Invalid value: "<81 characters>": {shape}']
+
+
+def test_a_valid_annotation_is_made_canonical() -> None:
+    value = '{"spec": {"runPolicy": {"failurePolicy": {"rules": [{"onExitCodes": {"values": [2], "operator": "In"}, ' \
+            '"name": "bad", "action": "FailJob"}]}}}}'
+    assert canonical_annotation(_job({ANNOTATION: value})) == (
+        '{"spec":{"runPolicy":{"failurePolicy":{"rules":[{"action":"FailJob","name":"bad",'
+        '"onExitCodes":{"operator":"In","values":[2]}}]}}}}')
+    assert canonical_annotation(_job({ANNOTATION: canonical_annotation(_job({ANNOTATION: value}))})) is None
+    assert canonical_annotation(_job({ANNOTATION: "x"})) is None

@@ -28,6 +28,8 @@ from shared.api import (
     validate_update,
 )
 from shared.api import constants as c
+from shared.api.failure_policy import canonical_annotation, version_errors
+from shared.api.v2types import MPIJobV2
 from shared.jsondict import JSONDict
 
 REVIEW_API_VERSION: Final = "admission.k8s.io/v1"
@@ -64,7 +66,7 @@ def parse_review(body: bytes) -> JSONDict:
     if review.get("apiVersion") != REVIEW_API_VERSION or review.get("kind") != REVIEW_KIND:
         raise BadReviewError(
             f"expected apiVersion {REVIEW_API_VERSION} kind {REVIEW_KIND}, "
-            f"got apiVersion {_shown(review.get('apiVersion'))} kind {_shown(review.get('kind'))}"
+            f"got apiVersion {shown(review.get('apiVersion'))} kind {shown(review.get('kind'))}"
         )
     request = review.get("request")
     if not isinstance(request, dict):
@@ -110,7 +112,7 @@ def _described(value: object) -> str:
 _IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9./-]{0,62}").fullmatch
 
 
-def _shown(value: object) -> str:
+def shown(value: object) -> str:
     """A client's apiVersion or kind for an error message: echoed when it looks like one, else described,
     so that whatever a client put there (a key, a token, megabytes) never reaches a log line."""
     if value is None or (isinstance(value, str) and _IDENTIFIER(value)):
@@ -127,6 +129,9 @@ def mutate(request: JSONDict) -> Admission:
     if skip is not None:
         return skip
     patch = defaults_patch(request["object"])
+    canonical = canonical_annotation(request["object"]) if _version(request) == c.VERSION else None
+    if canonical is not None:  # a valid failurePolicy annotation written by a v2beta1 client, in canonical form
+        patch.append({"op": "replace", "path": _ANNOTATION_POINTER, "value": canonical})
     if not patch:
         return _allowed(request)
     encoded = base64.b64encode(orjson.dumps(patch)).decode()
@@ -139,7 +144,7 @@ def validate_request(request: JSONDict) -> Admission:
     skip = _not_ours(request)
     if skip is not None:
         return skip
-    new, errors = parse_mpijob(defaulted_dict(request["object"]))
+    new, errors = parse_mpijob(defaulted_dict(request["object"]), _MODELS[_version(request)])
     if new is not None:
         errors, warnings = _judge(request, new)
     else:
@@ -166,19 +171,33 @@ def errored(uid: str, code: int, message: str) -> JSONDict:
 _REASONS = {400: "BadRequest", 413: "RequestEntityTooLarge", 500: "InternalError"}
 
 
+_ANNOTATION_POINTER = "/metadata/annotations/" + c.V2_SPEC_ANNOTATION.replace("~", "~0").replace("/", "~1")
+_MODELS: dict[str, type[MPIJob]] = {c.VERSION: MPIJob, c.VERSION_V2: MPIJobV2}
+_VERSIONS = list(_MODELS)  # a list: `in` compares a client's value, which may be unhashable, without hashing
+
+
+def _version(request: JSONDict) -> str:
+    """The API version of the request's object (``_not_ours`` refused any other)."""
+    kind = request.get("kind")
+    version = kind.get("version") if isinstance(kind, dict) else None
+    return version if version in _VERSIONS else c.VERSION
+
+
 def _judge(request: JSONDict, defaulted: MPIJob) -> tuple[list[FieldError], list[str]]:
-    """Errors and warnings of an MPIJob that has its defaults, as upstream's controller judges it."""
+    """Errors and warnings of an MPIJob that has its defaults, as upstream's controller judges it, plus those of
+    its API version's own field (v2) or annotation (v2beta1)."""
+    new = request["object"]
     if request["operation"] != "UPDATE":
-        return validate(defaulted), admission_warnings(defaulted)
-    old_defaulted, _ = parse_mpijob(defaulted_dict(request["oldObject"]))
+        return validate(defaulted) + version_errors(defaulted, new), admission_warnings(defaulted)
+    old_defaulted, _ = parse_mpijob(defaulted_dict(request["oldObject"]), type(defaulted))
     if old_defaulted is None:
-        return validate(defaulted), admission_warnings(defaulted)
-    errors = validate_update(old_defaulted, defaulted)
+        return validate(defaulted) + version_errors(defaulted, new), admission_warnings(defaulted)
+    errors = validate_update(old_defaulted, defaulted) + version_errors(defaulted, new, request["oldObject"])
     if defaulted.metadata.get("deletionTimestamp"):
         errors = [e for e in errors if e.field.startswith("spec.runPolicy.managedBy")]
     # Ratcheting: an object stored before this webhook existed may already be invalid; an update
     # (labels, finalizers, Kueue's scheduling directives) is denied only for problems it adds.
-    existing = {str(e) for e in validate(old_defaulted)}
+    existing = {str(e) for e in validate(old_defaulted) + version_errors(old_defaulted, request["oldObject"])}
     return [e for e in errors if str(e) not in existing], admission_warnings(defaulted)
 
 
@@ -187,9 +206,11 @@ def _not_ours(request: JSONDict) -> Admission | None:
     if request["operation"] not in WRITE_OPERATIONS or request.get("subResource"):
         return _allowed(request)
     kind = request.get("kind")
-    if isinstance(kind, dict) and (kind.get("group"), kind.get("kind")) != (c.GROUP, c.KIND):
+    if isinstance(kind, dict) and ((kind.get("group"), kind.get("kind")) != (c.GROUP, c.KIND)
+                                   or kind.get("version") not in _VERSIONS):
         got = f"{kind.get('group')}/{kind.get('version')}, Kind={kind.get('kind')}"
-        message = f"this webhook admits only {c.API_VERSION}, Kind={c.KIND}; got {got}: check the webhook rules"
+        message = (f"this webhook admits only {c.API_VERSION} and {c.API_VERSION_V2}, Kind={c.KIND}; got {got}: "
+                   "check the webhook rules")
         status = {"status": "Failure", "message": message, "reason": "BadRequest", "code": 400}
         return Admission({"uid": request["uid"], "allowed": False, "status": status}, "denied")
     return None

@@ -11,7 +11,8 @@ from webhook.metrics import WebhookMetrics
 from webhook.state import METRICS, READY_CHECK
 
 MUTATE_PATH = "/mutate-kubeflow-org-v2beta1-mpijob"
-VALIDATE_PATH = "/validate-kubeflow-org-v2beta1-mpijob"
+VALIDATE_PATH = "/validate-kubeflow-org-v2beta1-mpijob"  # both paths admit kubeflow.org/v2 as well
+CONVERT_PATH = "/convert"
 # An MPIJob carries two full pod templates; the API server itself accepts objects up to ~3 MiB in etcd
 # and requests up to 3 MiB (JSON) by default, but a review carries object and oldObject: 8 MiB leaves room.
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -23,12 +24,13 @@ def create_app(
     ready_check: Callable[[], bool] = lambda: True,
     metrics: WebhookMetrics | None = None,
 ) -> web.Application:
-    """The application with the admission endpoints, health endpoints and ``/metrics``."""
+    """The application with the admission and conversion endpoints, health endpoints and ``/metrics``."""
     app = web.Application(client_max_size=max_body_bytes)
     app[METRICS] = metrics or WebhookMetrics()
     app[READY_CHECK] = ready_check
     app.router.add_post(MUTATE_PATH, handlers.admission_handler("mutate", admission.mutate))
     app.router.add_post(VALIDATE_PATH, handlers.admission_handler("validate", admission.validate_request))
+    app.router.add_post(CONVERT_PATH, handlers.conversion_handler())
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/readyz", handlers.readyz)
     app.router.add_get("/metrics", handlers.metrics)

@@ -16,7 +16,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from webhook import admission
+from webhook import admission, conversion
 from webhook.state import METRICS, READY_CHECK
 
 logger = logging.getLogger("webhook")
@@ -76,6 +76,54 @@ async def _answer(request: web.Request, admit: AdmitFunction, log: dict[str, Any
     if answer.errors:
         log["errors"] = len(answer.errors)
     return _json(answer.review()), answer.outcome
+
+
+ConvertFunction = Callable[[dict[str, Any]], tuple[dict[str, Any], int]]
+
+
+def conversion_handler(convert: ConvertFunction = conversion.convert_review) -> Handler:
+    """An aiohttp handler answering ConversionReviews (``POST /convert``): 200 with Success or Failed, 400 for a
+    body that is not a ConversionReview, 413 above the size limit; an unexpected error is a Failed result."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        log: dict[str, Any] = {"op": "convert", "uid": ""}
+        response, result = await _convert(request, convert, log)
+        seconds = time.perf_counter() - started
+        request.app[METRICS].observe("convert", result, seconds)
+        if result in ("failed", "error"):
+            request.app[METRICS].conversion_failures.inc()
+        log.update(result=result, duration_us=round(seconds * 1e6))
+        logger.info("conversion", extra={"kv": log})
+        return response
+
+    return handle
+
+
+async def _convert(request: web.Request, convert: ConvertFunction, log: dict[str, Any]) -> tuple[web.Response, str]:
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge as error:
+        message = f"request body too large for the MPIJob webhook: {error.text}"
+        return _json(conversion.bad_review(message), status=413), "too_large"
+    try:
+        review_request = conversion.parse_conversion_review(body)
+    except admission.BadReviewError as error:
+        log["error"] = str(error)
+        return _json(conversion.bad_review(str(error)), status=400), "bad_request"
+    uid = review_request["uid"]
+    log.update(uid=admission.log_fields({"uid": uid, "operation": ""})["uid"],
+               desired=admission.shown(review_request["desiredAPIVersion"]), objects=len(review_request["objects"]))
+    try:
+        answer, failed_index = convert(review_request)
+    except Exception:  # the conversion is total over JSON; should it not be, the API server gets a Failed result
+        logger.exception("conversion failed", extra={"kv": {"uid": log["uid"]}})
+        message = f"internal error in the MPIJob webhook while converting request {log['uid']}; see the webhook's log"
+        return _json(conversion.failed_review(uid, message)), "error"
+    if failed_index >= 0:
+        log["error"] = answer["response"]["result"]["message"][:200]
+        return _json(answer), "failed"
+    return _json(answer), "converted"
 
 
 async def healthz(request: web.Request) -> web.Response:

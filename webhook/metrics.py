@@ -26,13 +26,17 @@ class WebhookMetrics:
     def __post_init__(self) -> None:
         self.requests = Counter(
             "mpijob_webhook_requests",
-            "Admission requests by operation (mutate, validate) and result "
-            "(allowed, patched, denied, bad_request, too_large, error).",
+            "Admission and conversion requests by operation (mutate, validate, convert) and result "
+            "(allowed, patched, denied, converted, failed, bad_request, too_large, error).",
             LABELS, registry=self.registry)
         self.latency = Histogram(
             "mpijob_webhook_request_duration_seconds",
-            "Time to answer an admission request, from the first body byte to the response.",
+            "Time to answer an admission or conversion request, from the first body byte to the response.",
             LABELS, buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.conversion_failures = Counter(
+            "mpijob_webhook_conversion_failures",
+            "ConversionReviews answered with result Failed (an object that cannot be converted, an internal error).",
+            registry=self.registry)
 
     def watch_certificate(self, reloader: CertificateReloader) -> None:
         """Export the serving certificate's reloads, failures and expiry."""

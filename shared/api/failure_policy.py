@@ -14,6 +14,7 @@ from shared.api import dns
 from shared.api import field_errors as fe
 from shared.api.conversion import canonical_json, lifted_failure_policy, parse_annotation
 from shared.api.field_errors import FieldError
+from shared.api.types import MPIJob
 from shared.api.v2types import ExitCodesRequirement, FailurePolicy, FailurePolicyRule, MPIJobV2, PodConditionPattern
 from shared.jsondict import JSONDict
 
@@ -207,3 +208,32 @@ def _exit_code_values_errors(requirement: ExitCodesRequirement, path: str) -> li
     if requirement.operator == c.EXIT_CODES_IN and 0 in values:
         errors.append(fe.invalid(path, values, "0 is not allowed with the In operator"))
     return errors
+
+
+def version_errors(job: MPIJob, new: JSONDict, old: JSONDict | None = None) -> list[FieldError]:
+    """The errors beyond ``validate`` of ``job``, parsed from ``new`` as ``MPIJobV2`` (v2) or ``MPIJob``
+    (v2beta1): the v2-only field or its annotation, and on an update (``old`` given) their immutability."""
+    if isinstance(job, MPIJobV2):
+        errors = v2_errors(job)
+        if old is not None:
+            errors += failure_policy_update_errors(_field(old), _field(new))
+        return errors
+    errors = annotation_errors(new)
+    if old is not None and _annotation_content(old) != _annotation_content(new):
+        errors.append(fe.invalid(ANNOTATION_PATH, _shown(annotation_value(new)),
+                                 "is immutable: it holds spec.runPolicy.failurePolicy of kubeflow.org/v2"))
+    return errors
+
+
+def _field(obj: JSONDict) -> JSONDict | None:
+    spec = obj.get("spec")
+    run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
+    policy = run_policy.get("failurePolicy") if isinstance(run_policy, dict) else None
+    return policy if isinstance(policy, dict) else None
+
+
+def _annotation_content(obj: JSONDict) -> object:
+    """What the annotation means, so that making it canonical is not a change: its failurePolicy, else its value."""
+    value = annotation_value(obj)
+    policy = parse_annotation(value) if isinstance(value, str) else None
+    return policy if policy is not None else value

@@ -26,8 +26,9 @@ MAX_NESTING = 100
 levels; the JSON encoder (254), pydantic's serializer (255) and recursive copies fail far above this."""
 
 
-def parse_mpijob(obj: Any) -> tuple[MPIJob | None, list[FieldError]]:
-    """The typed MPIJob, or None and one error per field of the wrong type (or one for too deep a nesting)."""
+def parse_mpijob(obj: Any, model: type[MPIJob] = MPIJob) -> tuple[MPIJob | None, list[FieldError]]:
+    """The typed MPIJob (as ``model``: ``MPIJobV2`` for kubeflow.org/v2), or None and one error per field of the
+    wrong type (or one for too deep a nesting)."""
     if not isinstance(obj, dict):
         return None, [fe.FieldError(fe.ErrorType.TYPE_INVALID, "<root>", obj, "must be of type object")]
     too_deep = _too_deep(obj)
@@ -37,7 +38,7 @@ def parse_mpijob(obj: Any) -> tuple[MPIJob | None, list[FieldError]]:
     if too_many is not None:
         return None, [too_many]
     try:
-        return MPIJob.model_validate(obj), []
+        return model.model_validate(obj), []
     except ValidationError as error:
         errors = [_field_error(e["loc"], e["input"], e["type"]) for e in error.errors()[: fe.MAX_REPORTED + 1]]
         return None, fe.capped(errors, total=error.error_count())

@@ -150,7 +150,8 @@ MPIJOBS: st.SearchStrategy[JSON] = st.one_of(
 )
 
 MPIJOB_KIND = {"group": "kubeflow.org", "version": "v2beta1", "kind": "MPIJob"}
-REVIEW_KINDS = st.one_of(st.just(MPIJOB_KIND),
+MPIJOB_V2_KIND = {"group": "kubeflow.org", "version": "v2", "kind": "MPIJob"}
+REVIEW_KINDS = st.one_of(st.just(MPIJOB_KIND), st.just(MPIJOB_V2_KIND),
                          st.just({"group": "", "version": "v1", "kind": "Pod"}), json_values(3))
 
 

@@ -21,12 +21,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.figures import BUDGETS, Counter, fuzz_settings, measured
-from tests.fuzz.strategies import MPIJOB_KIND, json_values, mutated, reviews
+from tests.fuzz.strategies import MPIJOB_KIND, MPIJOB_V2_KIND, json_values, mutated, reviews
 from tests.webhook.conftest import Client
 from webhook import admission
 from webhook.app import MUTATE_PATH, VALIDATE_PATH
 
 PATHS = [MUTATE_PATH, VALIDATE_PATH]
+ANNOTATION_POINTER = "/metadata/annotations/mpijobs.kubeflow.org~1v2-spec"
 
 
 def _request(body: bytes) -> Any:
@@ -57,7 +58,7 @@ def check_response(path: str, body: bytes, status: int, raw: bytes, counter: Cou
         return
     reason = response["status"]["reason"]
     if reason == "BadRequest":  # a review of another resource: the webhook rules are wrong, not a field
-        assert request.get("kind") != MPIJOB_KIND
+        assert request.get("kind") not in (MPIJOB_KIND, MPIJOB_V2_KIND)
         counter.count("denied_other_kind")
         return
     assert path == VALIDATE_PATH
@@ -77,7 +78,8 @@ def check_patch(request: dict[str, Any], response: dict[str, Any]) -> None:
     assert response["patchType"] == "JSONPatch"
     ops = orjson.loads(base64.b64decode(response["patch"]))
     assert ops
-    assert all(op["op"] == "add" for op in ops)
+    # only adds, and the one replace that makes a v2beta1 object's failurePolicy annotation canonical
+    assert all(op["op"] == "add" or (op["op"], op["path"]) == ("replace", ANNOTATION_POINTER) for op in ops)
     patched = jsonpatch.apply_patch(request["object"], ops, in_place=True)  # a copy deep objects cannot afford
     again = admission.mutate({**request, "object": patched})
     assert "patch" not in again.response, "defaulting is not idempotent"

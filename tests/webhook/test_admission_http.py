@@ -197,8 +197,8 @@ async def test_a_review_of_another_kind_is_refused(client: Client) -> None:
         assert status == 200
         assert body["response"] == {"uid": UID, "allowed": False, "status": {
             "status": "Failure", "reason": "BadRequest", "code": 400,
-            "message": "this webhook admits only kubeflow.org/v2beta1, Kind=MPIJob; got /v1, Kind=Pod: check the "
-            "webhook rules"}}
+            "message": "this webhook admits only kubeflow.org/v2beta1 and kubeflow.org/v2, Kind=MPIJob; got /v1, "
+            "Kind=Pod: check the webhook rules"}}
 
 
 BAD_BODIES = [

@@ -11,9 +11,14 @@ from prometheus_client import generate_latest
 
 from webhook.metrics import WebhookMetrics
 
-REQUESTS_HELP = ("Admission requests by operation (mutate, validate) and result "
-                 "(allowed, patched, denied, bad_request, too_large, error).")
-LATENCY_HELP = "Time to answer an admission request, from the first body byte to the response."
+REQUESTS_HELP = ("Admission and conversion requests by operation (mutate, validate, convert) and result "
+                 "(allowed, patched, denied, converted, failed, bad_request, too_large, error).")
+LATENCY_HELP = "Time to answer an admission or conversion request, from the first body byte to the response."
+FAILURES_HELP = ("ConversionReviews answered with result Failed (an object that cannot be converted, an internal "
+                 "error).")
+FAILURES = [f"# HELP mpijob_webhook_conversion_failures_total {FAILURES_HELP}",
+            "# TYPE mpijob_webhook_conversion_failures_total counter",
+            "mpijob_webhook_conversion_failures_total 0.0"]
 BOUNDS = ["0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "1.0",
           "+Inf"]
 
@@ -38,6 +43,7 @@ def test_one_request_is_one_counted_series_and_one_histogram_series() -> None:
         *buckets,
         f"mpijob_webhook_request_duration_seconds_count{{{labels}}} 1.0",
         f"mpijob_webhook_request_duration_seconds_sum{{{labels}}} 0.0003",
+        *FAILURES,
     ]
 
 
@@ -55,11 +61,13 @@ def test_series_per_operation_and_result() -> None:
 
 
 def test_no_request_no_series() -> None:
-    assert generate_latest(WebhookMetrics().registry).decode().splitlines() == [
+    """No series of requests; the conversion failures counter, which has no labels, is 0."""
+    assert without_created(generate_latest(WebhookMetrics().registry).decode()) == [
         f"# HELP mpijob_webhook_requests_total {REQUESTS_HELP}",
         "# TYPE mpijob_webhook_requests_total counter",
         f"# HELP mpijob_webhook_request_duration_seconds {LATENCY_HELP}",
         "# TYPE mpijob_webhook_request_duration_seconds histogram",
+        *FAILURES,
     ]
 
 

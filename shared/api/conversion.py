@@ -11,6 +11,7 @@ v2 -> v2beta1 -> v2 every object the v2 schema admits without the reserved annot
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from shared.api import constants as c
@@ -31,20 +32,32 @@ def canonical_json(value: Any) -> str:
 def convert(obj: Any, desired_api_version: str) -> JSONDict:
     """``obj`` as ``desired_api_version``; ConversionError for anything but an MPIJob of a served version."""
     if desired_api_version not in c.API_VERSIONS:
-        raise ConversionError(f"unsupported desiredAPIVersion {desired_api_version!r}: "
+        raise ConversionError(f"unsupported desiredAPIVersion {_shown(desired_api_version)}: "
                               f"supported are {', '.join(c.API_VERSIONS)}")
     if not isinstance(obj, dict):
         raise ConversionError("not an object")
     if obj.get("kind") != c.KIND:
-        raise ConversionError(f"kind {obj.get('kind')!r} is not {c.KIND}")
+        raise ConversionError(f"kind {_shown(obj.get('kind'))} is not {c.KIND}")
     api_version = obj.get("apiVersion")
     if api_version not in c.API_VERSIONS:
-        raise ConversionError(f"unsupported apiVersion {api_version!r}: supported are {', '.join(c.API_VERSIONS)}")
+        raise ConversionError(f"unsupported apiVersion {_shown(api_version)}: "
+                              f"supported are {', '.join(c.API_VERSIONS)}")
     if not isinstance(obj.get("metadata", {}), dict):
         raise ConversionError("metadata is not an object")
     if api_version == desired_api_version:
         return obj
     return to_v2(obj) if desired_api_version == c.API_VERSION_V2 else to_v2beta1(obj)
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9./-]{0,62}").fullmatch
+
+
+def _shown(value: object) -> str:
+    """A client's apiVersion or kind for a message: quoted when it looks like one, else described (so that
+    whatever a client put there never reaches an answer or a log line)."""
+    if value is None or (isinstance(value, str) and _IDENTIFIER(value)):
+        return repr(value)
+    return f"a string of {len(value)} characters" if isinstance(value, str) else f"a {type(value).__name__}"
 
 
 def to_v2(obj: JSONDict) -> JSONDict:

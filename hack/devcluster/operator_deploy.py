@@ -7,6 +7,7 @@ Dockerfile.reconciler by hack/build/build-operator-images.sh and imported into t
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from .wait import HarnessError, wait_for
 BUILD_SCRIPT = REPO_ROOT / "hack" / "build" / "build-operator-images.sh"
 NAMESPACE = "mpi-operator"
 WEBHOOK = "mpijob-webhook"
+CRD_NAME = "mpijobs.kubeflow.org"
 RECONCILER = "mpi-operator"  # upstream's Deployment name (deploy/reconciler, docs/migration.md)
 TLS_SECRET = "mpijob-webhook-tls"
 CANARY = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "webhook-canary"},
@@ -83,6 +85,7 @@ def deploy(cluster: LocalCluster, work_dir: Path, timeout: float = 180) -> dict[
     result = cluster.kubectl("apply", "--server-side", "-k", str(overlay), timeout=120)
     if result.returncode != 0:
         raise HarnessError(f"kubectl apply --server-side -k failed:\n{result.stderr}")
+    patch_crd_ca_bundle(cluster, ca_bundle)
     cluster.kubectl("-n", NAMESPACE, "create", "secret", "generic", TLS_SECRET, "--type=kubernetes.io/tls",
                     f"--from-file=tls.crt={certs / 'tls.crt'}", f"--from-file=tls.key={certs / 'tls.key'}",
                     f"--from-file=ca.crt={certs / 'ca.crt'}", check=True)
@@ -114,6 +117,14 @@ def deploy(cluster: LocalCluster, work_dir: Path, timeout: float = 180) -> dict[
     return timings
 
 
+def patch_crd_ca_bundle(cluster: LocalCluster, ca_bundle: str) -> None:
+    """The built-in certificates' path for the CRD's conversion webhook (deploy/certs/README.md): drop the
+    cert-manager annotation, set the caBundle of spec.conversion.webhook.clientConfig."""
+    cluster.kubectl("annotate", "crd", CRD_NAME, "cert-manager.io/inject-ca-from-", check=True)
+    cluster.kubectl("patch", "crd", CRD_NAME, "--type=json", "-p", json.dumps([
+        {"op": "add", "path": "/spec/conversion/webhook/clientConfig/caBundle", "value": ca_bundle}]), check=True)
+
+
 def webhook_ca_bundle(cluster: LocalCluster) -> str:
     """The caBundle `deploy` patched into the validating webhook configuration."""
     config = cluster.rest.get(f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{WEBHOOK}")
@@ -129,6 +140,7 @@ def reapply(cluster: LocalCluster, work_dir: Path, ca_bundle: str, timeout: floa
         result = cluster.kubectl("apply", "--server-side", "--force-conflicts", *what, timeout=120)
         if result.returncode != 0:
             raise HarnessError(f"kubectl apply --server-side {' '.join(what)} failed:\n{result.stderr}")
+    patch_crd_ca_bundle(cluster, ca_bundle)
     wait_for(lambda: _canary_denied(cluster), timeout, 0.5, what="the API server calling the webhook pods")
 
 

@@ -92,6 +92,7 @@ class JobStatus(_Model):
     completion_time: str | None = None
     last_reconcile_time: str | None = None
     ready_workers: str | None = None  # this operator's: "2/8", the Ready printer column
+    restart_count: int | None = None  # restarts by a v2 failurePolicy; in both versions' status (docs/proposals/v2.md)
 
 
 class MPIJob(_Model):

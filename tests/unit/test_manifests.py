@@ -105,7 +105,7 @@ def test_webhook_configuration(kind: str, name: str, verb: str, failure_policy: 
     assert hook["rules"] == [
         {
             "apiGroups": ["kubeflow.org"],
-            "apiVersions": ["v2beta1"],
+            "apiVersions": ["v2beta1", "v2"],
             "resources": ["mpijobs"],
             "operations": ["CREATE", "UPDATE"],
             "scope": "Namespaced",

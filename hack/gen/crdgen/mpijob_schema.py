@@ -156,6 +156,9 @@ def status_schema(conv: Converter) -> Schema:
                 format="date-time"),
             "completionTime": field("string", "When the job finished.", format="date-time"),
             "lastReconcileTime": field("string", "Not set by the controller.", format="date-time"),
+            "restartCount": field(
+                "integer", "How many times the job was restarted by a RestartJob rule of its failurePolicy "
+                "(kubeflow.org/v2). Set only on jobs with a failurePolicy.", format="int32"),
             "readyWorkers": field(
                 "string", "Ready worker pods out of the requested, e.g. 2/8 (this operator's; the WorkersReady "
                           "condition says why the others are not ready). Updated with the condition."),
@@ -203,6 +206,8 @@ PRINTER_COLUMNS: list[Schema] = [
      "name": "Workers", "type": "integer"},
     {"description": "Ready workers out of the requested (kubectl describe shows why in the WorkersReady condition)",
      "jsonPath": ".status.readyWorkers", "name": "Ready", "type": "string"},
+    {"description": "Restarts by the failurePolicy (kubeflow.org/v2)", "jsonPath": ".status.restartCount",
+     "name": "Restarts", "type": "integer"},
     {"description": "MPI implementation", "jsonPath": ".spec.mpiImplementation", "name": "Implementation",
      "priority": 1, "type": "string"},
     {"description": "MPI slots per worker", "jsonPath": ".spec.slotsPerWorker", "name": "Slots",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import os
 import signal
 import socket
@@ -43,6 +44,11 @@ GO_HEALTH_PORT = 8080  # hard-coded in v0.8.2 (cmd/mpi-operator/app/server.go), 
 CANARY = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "webhook-canary"},
           "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 2, "template": {"spec": {"containers": [
               {"name": "c", "image": "i"}]}}}}}}
+
+CONVERSION_CANARY = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "conversion-canary"},
+                     "spec": {"runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue", "suspend": True},
+                              "mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": {"spec": {"containers": [
+                                  {"name": "c", "image": "i"}]}}}}}}
 
 
 class OperatorProcess:
@@ -173,10 +179,40 @@ class OperatorWebhook(OperatorProcess):
         return configs
 
     def register(self, timeout_seconds: int | None = None) -> None:
-        """Install the configurations, then wait until the API server really calls both webhooks."""
+        """Install the configurations and point the CRD's conversion webhook at this process, then wait until
+        the API server really calls both admission webhooks and converts through this one."""
         self.cluster.kubectl("apply", "-f", "-", check=True, input=yaml.safe_dump_all(
             self.configurations(timeout_seconds)))
+        self.register_conversion()
         wait_for(self._canary_denied, timeout=30, interval=0.2, what="the API server calling our webhooks")
+        # A stored object read through kubeflow.org/v2 needs the conversion webhook; the canary is managed by
+        # MultiKueue, so no reconciler acts on it, and it is created and deleted through v2beta1.
+        self.cluster.kubectl("-n", "default", "apply", "-f", "-", check=True,
+                             input=yaml.safe_dump(CONVERSION_CANARY))
+        try:
+            wait_for(self._converts, timeout=30, interval=0.2, what="the API server calling our conversion webhook")
+        finally:
+            self.cluster.kubectl("-n", "default", "delete", "mpijobs.v2beta1.kubeflow.org", "conversion-canary",
+                                 "--ignore-not-found", "--wait=false")
+
+    def conversion_client_config(self) -> dict[str, Any]:
+        """The CRD's conversion clientConfig for this process: by URL, with its caBundle."""
+        ca_bundle = base64.b64encode((self.dir / "ca.crt").read_bytes()).decode()
+        return {"url": f"https://127.0.0.1:{self.port}/convert", "caBundle": ca_bundle}
+
+    def register_conversion(self) -> None:
+        """Replace the CRD's conversion clientConfig (the shipped Service) by this process's URL and CA."""
+        patch = [{"op": "replace", "path": "/spec/conversion/webhook/clientConfig",
+                  "value": self.conversion_client_config()}]
+        self.cluster.kubectl("patch", "crd", "mpijobs.kubeflow.org", "--type=json", "-p", json.dumps(patch),
+                             check=True)
+
+    def _converts(self) -> bool:
+        """A GET through kubeflow.org/v2 succeeds once the API server trusts and reaches this webhook."""
+        self.check_alive()
+        result = self.cluster.kubectl("-n", "default", "get", "mpijobs.v2.kubeflow.org", "conversion-canary",
+                                      "-o", "name")
+        return result.returncode == 0
 
     def unregister(self) -> None:
         self.cluster.kubectl("delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration",

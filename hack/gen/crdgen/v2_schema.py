@@ -62,9 +62,9 @@ def _run_policy(node: Schema) -> None:
         _with(props[name], minimum=0)
     props["failurePolicy"] = failure_policy_schema()
     node["properties"] = dict(sorted(props.items()))
-    _with(node, **{RULES: [_rule("has(self.managedBy) == has(oldSelf.managedBy) && "
-                                 "(!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",
-                                 "managedBy is immutable")]})
+    immutable = _rule("has(self.managedBy) == has(oldSelf.managedBy) && "
+                      "(!has(self.managedBy) || self.managedBy == oldSelf.managedBy)", "managedBy is immutable")
+    _with(node, **{RULES: [{**immutable, "fieldPath": ".managedBy"}]})
 
 
 def failure_policy_schema() -> Schema:

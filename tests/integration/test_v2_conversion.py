@@ -1,0 +1,122 @@
+"""kubeflow.org/v2 through the real API server: created in one version and read in the other, kubectl with
+both, and what a stopped conversion webhook breaks (docs/operator-guide.md, "The conversion webhook")."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from hack.devcluster import LocalCluster
+from hack.devcluster.operators import OperatorWebhook
+from hack.devcluster.processes import free_port
+from hack.devcluster.wait import wait_for
+
+ANNOTATION = "mpijobs.kubeflow.org/v2-spec"
+POLICY = {"maxRestarts": 2, "rules": [{"name": "disrupted", "action": "RestartJob",
+                                       "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+STORED_POLICY = ('{"spec":{"runPolicy":{"failurePolicy":{"maxRestarts":2,"rules":[{"action":"RestartJob",'
+                 '"name":"disrupted","onPodConditions":[{"status":"True","type":"DisruptionTarget"}]}]}}}}')
+CONTAINER = {"name": "main", "image": "mpi-image"}
+
+
+def job(api_version: str, name: str, run_policy: dict[str, Any], annotations: dict[str, str] | None = None,
+        ) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, **({"annotations": annotations} if annotations else {})}
+    return {"apiVersion": api_version, "kind": "MPIJob", "metadata": metadata, "spec": {
+        "runPolicy": {**run_policy, "suspend": True},  # nothing to run: only the API matters here
+        "mpiReplicaSpecs": {"Launcher": {"template": {"spec": {"containers": [dict(CONTAINER)]}}},
+                            "Worker": {"replicas": 1, "template": {"spec": {"containers": [dict(CONTAINER)]}}}}}}
+
+
+def kubectl(cluster: LocalCluster, namespace: str, *args: str, obj: Any = None) -> subprocess.CompletedProcess[str]:
+    return cluster.kubectl("-n", namespace, *args, input=yaml.safe_dump(obj) if obj is not None else None)
+
+
+def get(cluster: LocalCluster, namespace: str, resource: str, name: str) -> dict[str, Any]:
+    result = kubectl(cluster, namespace, "get", resource, name, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    loaded: dict[str, Any] = json.loads(result.stdout)
+    return loaded
+
+
+def test_created_as_v2_read_as_v2beta1(cluster: LocalCluster, webhook: OperatorWebhook, namespace: str) -> None:
+    created = kubectl(cluster, namespace, "create", "-f", "-",
+                      obj=job("kubeflow.org/v2", "pi", {"cleanPodPolicy": "Running", "failurePolicy": POLICY}))
+    assert created.returncode == 0, created.stderr
+    stored = get(cluster, namespace, "mpijobs.v2beta1.kubeflow.org", "pi")
+    assert stored["apiVersion"] == "kubeflow.org/v2beta1"
+    assert stored["metadata"]["annotations"] == {ANNOTATION: STORED_POLICY}
+    assert stored["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "suspend": True}
+    served = get(cluster, namespace, "mpijobs.v2.kubeflow.org", "pi")
+    assert served["apiVersion"] == "kubeflow.org/v2"
+    assert "annotations" not in served["metadata"]
+    assert served["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "suspend": True, "failurePolicy": POLICY}
+    assert {k: v for k, v in served.items() if k not in ("apiVersion", "metadata", "spec")} == {
+        k: v for k, v in stored.items() if k not in ("apiVersion", "metadata", "spec")}
+
+
+def test_created_as_v2beta1_read_as_v2(cluster: LocalCluster, webhook: OperatorWebhook, namespace: str) -> None:
+    created = kubectl(cluster, namespace, "create", "-f", "-", obj=job(
+        "kubeflow.org/v2beta1", "pi", {"cleanPodPolicy": "All"}, {ANNOTATION: STORED_POLICY, "team": "a"}))
+    assert created.returncode == 0, created.stderr
+    plain = kubectl(cluster, namespace, "create", "-f", "-", obj=job("kubeflow.org/v2beta1", "plain", {}))
+    assert plain.returncode == 0, plain.stderr
+    served = get(cluster, namespace, "mpijobs.v2.kubeflow.org", "pi")
+    assert served["metadata"]["annotations"] == {"team": "a"}
+    assert served["spec"]["runPolicy"] == {"cleanPodPolicy": "All", "suspend": True, "failurePolicy": POLICY}
+    listed = json.loads(kubectl(cluster, namespace, "get", "mpijobs.v2.kubeflow.org", "-o", "json").stdout)
+    assert [(i["apiVersion"], i["metadata"]["name"]) for i in listed["items"]] == [
+        ("kubeflow.org/v2", "pi"), ("kubeflow.org/v2", "plain")]
+    table = kubectl(cluster, namespace, "get", "mpijobs.v2.kubeflow.org").stdout.splitlines()
+    assert table[0].split() == ["NAME", "STATE", "WORKERS", "READY", "RESTARTS", "AGE"]
+
+
+def test_v2_refuses_what_v2beta1_stored(cluster: LocalCluster, webhook: OperatorWebhook, namespace: str) -> None:
+    """The API server checks v2's enums itself (its order of values, not the webhook's sorted one)."""
+    bad = job("kubeflow.org/v2", "pi", {"cleanPodPolicy": "Sometimes"})
+    result = kubectl(cluster, namespace, "create", "--dry-run=server", "-f", "-", obj=bad)
+    assert result.returncode != 0
+    assert ('spec.runPolicy.cleanPodPolicy: Unsupported value: "Sometimes": supported values: "All", "Running", '
+            '"None"') in result.stderr, result.stderr
+
+
+def test_kubectl_explain_v2(cluster: LocalCluster, webhook: OperatorWebhook) -> None:
+    result = cluster.kubectl("explain", "mpijob.spec.runPolicy.failurePolicy", "--api-version", "kubeflow.org/v2")
+    assert result.returncode == 0, result.stderr
+    assert "GROUP:      kubeflow.org" in result.stdout
+    assert "VERSION:    v2" in result.stdout
+    assert "maxRestarts\t<integer>" in result.stdout
+    assert "rules\t<[]Object> -required-" in result.stdout
+
+
+@pytest.fixture
+def conversion_unreachable(webhook: OperatorWebhook) -> Iterator[None]:
+    """The CRD's conversion webhook pointed at a port nobody listens on, as when its pods are down."""
+    dead = {**webhook.conversion_client_config(), "url": f"https://127.0.0.1:{free_port()}/convert"}
+    webhook.cluster.kubectl("patch", "crd", "mpijobs.kubeflow.org", "--type=json", "-p", json.dumps([
+        {"op": "replace", "path": "/spec/conversion/webhook/clientConfig", "value": dead}]), check=True)
+    try:
+        yield
+    finally:
+        webhook.register_conversion()
+
+
+def test_without_the_conversion_webhook_v2beta1_keeps_working(cluster: LocalCluster, webhook: OperatorWebhook,
+                                                               namespace: str, conversion_unreachable: None) -> None:
+    created = kubectl(cluster, namespace, "create", "-f", "-", obj=job("kubeflow.org/v2beta1", "pi", {}))
+    assert created.returncode == 0, created.stderr
+
+    def v2_read_fails() -> bool:
+        result = kubectl(cluster, namespace, "get", "mpijobs.v2.kubeflow.org", "pi")
+        return result.returncode != 0 and "conversion webhook for kubeflow.org/v2beta1, Kind=MPIJob failed" in (
+            result.stderr)
+
+    wait_for(v2_read_fails, timeout=30, interval=0.2, what="the API server using the unreachable conversion webhook")
+    assert get(cluster, namespace, "mpijobs.v2beta1.kubeflow.org", "pi")["metadata"]["name"] == "pi"
+    listed = kubectl(cluster, namespace, "get", "mpijobs.v2beta1.kubeflow.org", "-o", "name")
+    assert listed.stdout == "mpijob.kubeflow.org/pi\n"

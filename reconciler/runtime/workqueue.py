@@ -23,7 +23,9 @@ class WorkQueue:
         self._ready = asyncio.Condition()
         self._bucket = TokenBucket(rate, burst)
         self.base_delay, self.max_delay = base_delay, max_delay
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        # key -> (the loop time it fires at, its handle): uvloop answers a call_later whose delay rounds to
+        # 0 ms with a plain Handle, which has no when()
+        self._timers: dict[str, tuple[float, asyncio.Handle]] = {}
 
     def add(self, key: str) -> None:
         if key in self._dirty:
@@ -54,11 +56,12 @@ class WorkQueue:
             return
         loop = asyncio.get_running_loop()
         pending = self._timers.get(key)
-        if pending is not None and pending.when() <= loop.time() + delay:
+        deadline = loop.time() + delay
+        if pending is not None and pending[0] <= deadline:
             return
         if pending is not None:
-            pending.cancel()
-        self._timers[key] = loop.call_later(delay, self._fire, key)
+            pending[1].cancel()
+        self._timers[key] = (deadline, loop.call_later(delay, self._fire, key))
 
     def scheduled(self, key: str) -> bool:
         """True while a delayed add of ``key`` is pending."""
@@ -92,6 +95,6 @@ class WorkQueue:
         return len(self._queue)
 
     def shutdown(self) -> None:
-        for handle in self._timers.values():
+        for _, handle in self._timers.values():
             handle.cancel()
         self._timers.clear()

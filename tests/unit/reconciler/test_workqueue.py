@@ -89,3 +89,21 @@ async def test_delayed_adds_of_a_key_coalesce() -> None:
     queue.done("ns/a")
     assert len(queue) == 0
     assert not queue.scheduled("ns/a"), "ten events in the window made one sync"
+
+
+def test_a_sub_millisecond_delay_under_uvloop_coalesces() -> None:
+    """uvloop answers call_later(0.0004) with a plain Handle (the delay rounds to 0 ms), which has no when():
+    a second add of the key then crashed the worker and stopped the controller."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def main() -> list[str]:
+        queue = WorkQueue()
+        queue.add_after("ns/a", 0.0004)
+        queue.add_after("ns/a", 0.0004)
+        queue.add_after("ns/a", 1.0)
+        got = [await asyncio.wait_for(queue.get(), 1)]
+        queue.done("ns/a")
+        queue.shutdown()
+        return got
+
+    assert uvloop.run(main()) == ["ns/a"]

@@ -146,3 +146,10 @@ MAX_FAILURE_POLICY_RULES: Final = 20
 MAX_POD_CONDITION_PATTERNS: Final = 20
 MAX_EXIT_CODE_VALUES: Final = 255
 MAX_RULE_NAME_LENGTH: Final = 63
+# The failurePolicy at run time: the attempt label of a job's pods and launcher Job, and the reasons.
+RESTART_ATTEMPT_LABEL: Final = "mpijobs.kubeflow.org/restart-attempt"
+CONDITION_DISRUPTION_TARGET: Final = "DisruptionTarget"
+REASON_RESTART_JOB: Final = "RestartJobFailurePolicyAction"
+REASON_FAIL_JOB: Final = "FailJobFailurePolicyAction"
+REASON_REACHED_MAX_RESTARTS: Final = "ReachedMaxRestarts"
+REASON_RESTARTING: Final = "MPIJobRestarting"  # WorkersReady while a restart recreates the workers

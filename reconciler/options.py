@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(parser, "monitoring-port", dest="monitoring_port", type=int, default=0, help="/metrics port (0: off)")
     _flag(parser, "health-port", dest="health_port", type=int, default=8080, help="/healthz port (0: off)")
     _flag(parser, "gang-scheduling", dest="gang_scheduling", default="",
-          help="'volcano', or a scheduler-plugins scheduler name (empty: no gang scheduling)")
+          help="'volcano', 'kube-scheduler' (native gangs, Kubernetes 1.36 with the GenericWorkload gate), "
+               "or a scheduler-plugins scheduler name (empty: no gang scheduling)")
     _flag(parser, "lock-namespace", dest="lock_namespace", default="mpi-operator", help="namespace of the Lease")
     _flag(parser, "leader-elect", dest="leader_elect", type=_bool, default=True, nargs="?", const=True,
           help="hold the mpi-operator Lease before reconciling (default true)")

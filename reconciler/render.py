@@ -29,6 +29,7 @@ from reconciler.mpijob.builders import (
     build_service,
     build_ssh_secret,
     build_worker,
+    build_workload,
     config_map_size_errors,
 )
 from reconciler.mpijob.builders.job_facts import worker_replicas
@@ -74,6 +75,8 @@ def render_job(document: Any, *, cluster_domain: str = "", gang: GangScheduling 
 
 def build_children(job: MPIJob, *, cluster_domain: str = "", gang: GangScheduling | None = None) -> list[JSONDict]:
     objects = [build_service(job), build_config_map(job, cluster_domain), build_ssh_secret(job, PLACEHOLDER_KEY_PAIR)]
+    if gang is not None and gang.is_native:
+        objects.append(build_workload(job))
     if gang is not None:
         objects.append(build_pod_group(job, gang))
     if job.replica_spec(c.WORKER) is not None:
@@ -106,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("file", help="an MPIJob manifest (YAML or JSON, several documents allowed; - for stdin)")
     parser.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
     parser.add_argument("--cluster-domain", default="", help="as the reconciler's --cluster-domain")
-    parser.add_argument("--gang-scheduling", default="", help="as the reconciler's --gang-scheduling")
+    parser.add_argument("--gang-scheduling", default="", help="as the reconciler's --gang-scheduling (kube-scheduler: "
+                        "the Workload and PodGroup of native gangs)")
     return parser
 
 

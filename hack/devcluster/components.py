@@ -67,6 +67,13 @@ def advertise_flags() -> list[str]:
     return [f"--advertise-address={FALLBACK_ADVERTISE}", "--endpoint-reconciler-type=none"]
 
 
+# Native gang scheduling (Kubernetes 1.36 alpha): the Workload and PodGroup API (scheduling.k8s.io/v1alpha2,
+# GenericWorkload) and kube-scheduler's GangScheduling plugin, in the API server, the controller manager (the
+# PodGroup protection finalizer) and the scheduler, so that --gang-scheduling=kube-scheduler can be tried.
+FEATURE_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true"
+NATIVE_GANG_API = "--runtime-config=scheduling.k8s.io/v1alpha2=true"
+
+
 def _flag_name(arg: str) -> str:
     return arg.split("=", 1)[0]
 
@@ -87,7 +94,7 @@ def _default_apiserver_argv(binary: Path, pki: Pki, ports: Ports) -> list[str]:
             f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC", "--allow-privileged=true",
             "--disable-admission-plugins=ServiceAccount", "--enable-priority-and-fairness=true",
-            "--profiling=false", "--v=1", *advertise_flags()]
+            "--profiling=false", FEATURE_GATES, NATIVE_GANG_API, "--v=1", *advertise_flags()]
 
 
 def controller_manager_argv(binary: Path, kubeconfig: Path, pki: Pki, ports: Ports, extra: list[str]) -> list[str]:
@@ -98,7 +105,7 @@ def controller_manager_argv(binary: Path, kubeconfig: Path, pki: Pki, ports: Por
             "--controllers=*", "--node-monitor-period=5s", "--node-monitor-grace-period=40s",
             "--kube-api-qps=200", "--kube-api-burst=400",
             f"--root-ca-file={pki.ca_cert}", f"--service-account-private-key-file={pki.sa_key}",
-            "--v=1", *extra]
+            FEATURE_GATES, "--v=1", *extra]
 
 
 SCHEDULER_CONFIG = """\
@@ -117,7 +124,7 @@ def scheduler_argv(binary: Path, config: Path, ports: Ports, extra: list[str]) -
     """The scheduler reads its client settings from a KubeSchedulerConfiguration file: its
     --kube-api-qps/--kube-api-burst flags are deprecated (and ignored once --config is given)."""
     return [str(binary), f"--config={config}", "--bind-address=127.0.0.1",
-            f"--secure-port={ports.scheduler}", "--v=1", *extra]
+            f"--secure-port={ports.scheduler}", FEATURE_GATES, "--v=1", *extra]
 
 
 def write_scheduler_config(path: Path, kubeconfig: Path) -> Path:

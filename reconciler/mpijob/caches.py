@@ -21,7 +21,8 @@ from shared.jsondict import JSONDict
 Slimmer = Callable[[JSONDict], JSONDict | None]
 _POD_META_KEYS = ("name", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
 _POD_SHARED_META = ("creationTimestamp", "deletionTimestamp")
-_POD_LABELS = (c.LABEL_OPERATOR_NAME, c.LABEL_JOB_NAME, c.LABEL_JOB_ROLE)  # what names.role_selector selects on
+# what names.role_selector selects on, and the attempt of a job with a failurePolicy (failure_policy.py)
+_POD_LABELS = (c.LABEL_OPERATOR_NAME, c.LABEL_JOB_NAME, c.LABEL_JOB_ROLE, c.RESTART_ATTEMPT_LABEL)
 _REF_KEYS = ("apiVersion", "kind", "name", "uid", "controller")
 _CAUSE_LIMIT = 1024  # a pending cause longer than a condition message is cut
 _META_KEYS = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences", "creationTimestamp",
@@ -76,9 +77,31 @@ def slim_pod(obj: JSONDict) -> JSONDict | None:
     return {"kind": "Pod", "metadata": _slim_pod_meta(obj, ref), "status": _slim_pod_status(obj)}
 
 
+def _failure_status(obj: JSONDict) -> JSONDict | None:
+    """What a failurePolicy rule reads of a failed pod, or of one being deleted with DisruptionTarget=True (few
+    pods, each its own): every condition and the terminated state of every container; None for other pods."""
+    status = obj.get("status") or {}
+    conditions = [{key: cond[key] for key in ("type", "status", "reason", "message", "lastTransitionTime")
+                   if key in cond} for cond in status.get("conditions") or []]
+    disrupted = any(cond.get("type") == c.CONDITION_DISRUPTION_TARGET and cond.get("status") == c.CONDITION_TRUE
+                    for cond in conditions)
+    if status.get("phase") != "Failed" and not ((obj.get("metadata") or {}).get("deletionTimestamp") and disrupted):
+        return None
+    slim: JSONDict = {key: status[key] for key in ("phase", "reason", "message") if key in status}
+    slim["conditions"] = conditions
+    for key in ("initContainerStatuses", "containerStatuses"):
+        slim[key] = [{"name": container.get("name", ""), "state": {"terminated": {
+            k: terminated[k] for k in ("exitCode", "finishedAt") if k in terminated}}}
+            for container in status.get(key) or []
+            if isinstance(terminated := (container.get("state") or {}).get("terminated"), dict)]
+    return slim
+
+
 def _slim_pod_status(obj: JSONDict) -> JSONDict:
     """Phase, reason, message, the Ready condition and a worker's pending cause: most pods of a job have the
-    same, which is kept once."""
+    same, which is kept once. A failed or disrupted pod keeps what a failurePolicy reads (``_failure_status``)."""
+    if (failure := _failure_status(obj)) is not None:
+        return failure
     status = obj.get("status") or {}
     fields = tuple((key, _interned(status[key])) for key in ("phase", "reason", "message") if key in status)
     ready = [cond for cond in status.get("conditions") or [] if cond.get("type") == "Ready"]
@@ -133,10 +156,11 @@ def slim_secret(obj: JSONDict) -> JSONDict | None:
 
 
 def slim_pod_group(obj: JSONDict) -> JSONDict | None:
+    """PodGroups (every flavour) and native Workloads: the metadata and the spec."""
     if not owned_by_mpijob(obj):
         return None
-    return {"apiVersion": obj.get("apiVersion", ""), "kind": "PodGroup", "metadata": _slim_meta(obj),
-            "spec": dict(obj.get("spec") or {})}
+    return {"apiVersion": obj.get("apiVersion", ""), "kind": obj.get("kind") or "PodGroup",
+            "metadata": _slim_meta(obj), "spec": dict(obj.get("spec") or {})}
 
 
 def slim_mpijob(obj: JSONDict) -> JSONDict | None:
@@ -162,3 +186,4 @@ class Caches:
     config_maps: Store = field(default_factory=PackedStore)
     secrets: Store = field(default_factory=PackedStore)
     pod_groups: Store = field(default_factory=Store)  # only with --gang-scheduling
+    workloads: Store = field(default_factory=Store)  # only with --gang-scheduling=kube-scheduler

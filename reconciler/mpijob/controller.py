@@ -17,7 +17,7 @@ import aiohttp
 from reconciler.mpijob import caches as slim
 from reconciler.mpijob.builders import GangScheduling
 from reconciler.mpijob.caches import Caches
-from reconciler.mpijob.custom_resources import MPIJOBS, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS, is_mpijob_ref
+from reconciler.mpijob.custom_resources import MPIJOBS, NATIVE_WORKLOADS, is_mpijob_ref, pod_group_resource
 from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.mpijob.sync import Reconciler
 from reconciler.mpijob.workers import worker_index
@@ -62,8 +62,10 @@ class Controller:
             informer(SECRETS, caches.secrets, slim.slim_secret, self._on_child, CHILD_SELECTOR),
         ]
         if gang is not None:  # PodGroups carry no label of ours: watched unfiltered, cached only when owned
-            resource = VOLCANO_POD_GROUPS if gang.is_volcano else SCHEDULER_PLUGINS_POD_GROUPS
-            informers.append(informer(resource, caches.pod_groups, slim.slim_pod_group, self._on_child))
+            informers.append(informer(pod_group_resource(gang), caches.pod_groups, slim.slim_pod_group,
+                                      self._on_child))
+        if gang is not None and gang.is_native:
+            informers.append(informer(NATIVE_WORKLOADS, caches.workloads, slim.slim_pod_group, self._on_child))
         return informers
 
     @property

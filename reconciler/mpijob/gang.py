@@ -1,16 +1,18 @@
-"""Gang scheduling: the job's PodGroup (Volcano or scheduler-plugins), kept in step with its spec."""
+"""Gang scheduling: the job's PodGroup (Volcano or scheduler-plugins), kept in step with its spec; with native
+gangs (``kube-scheduler``), its Workload and PodGroup, replaced when the gang changes (they are immutable)."""
 
 from __future__ import annotations
 
 import logging
 
-from reconciler.mpijob import builders
+from reconciler.mpijob import builders, custom_resources
 from reconciler.mpijob.context import JobContext
-from reconciler.mpijob.custom_resources import SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
+from reconciler.mpijob.custom_resources import NATIVE_POD_GROUPS, NATIVE_WORKLOADS
 from reconciler.mpijob.ensure import ensure_controlled, get_or_create
 from reconciler.runtime.api_resources import Resource
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.metadata import meta
+from reconciler.runtime.store import Store
 from shared.api import constants as c
 from shared.api import names
 
@@ -19,7 +21,7 @@ logger = logging.getLogger("reconciler")
 
 def pod_group_resource(ctx: JobContext) -> Resource:
     assert ctx.shared.settings.gang is not None
-    return VOLCANO_POD_GROUPS if ctx.shared.settings.gang.is_volcano else SCHEDULER_PLUGINS_POD_GROUPS
+    return custom_resources.pod_group_resource(ctx.shared.settings.gang)
 
 
 async def _priorities(ctx: JobContext) -> dict[str, int | None]:
@@ -49,6 +51,9 @@ async def ensure_pod_group(ctx: JobContext) -> None:
     """Create the PodGroup, or replace the spec fields we own when they differ from the job's (by value)."""
     gang = ctx.shared.settings.gang
     assert gang is not None
+    if gang.is_native:
+        await _ensure_native(ctx)
+        return
     resource = pod_group_resource(ctx)
     priorities = await _priorities(ctx)
     desired = builders.build_pod_group(ctx.job, gang, priorities.get)
@@ -63,15 +68,36 @@ async def ensure_pod_group(ctx: JobContext) -> None:
         await ctx.shared.cluster.replace(resource, {**current, "spec": spec})
 
 
-async def delete_pod_group(ctx: JobContext) -> None:
-    """Delete the PodGroup if it exists (suspension and cleanup)."""
-    name = names.pod_group_name(ctx.name)
-    existing = ctx.shared.caches.pod_groups.get(ctx.namespace, name)
-    if existing is None:
+async def _ensure_native(ctx: JobContext) -> None:
+    """The Workload, then the PodGroup made from it. Both are immutable: one that differs from the job's
+    gang is deleted, and the deletion's watch event brings the sync that creates it anew (a PodGroup's
+    finalizer keeps it while pods name it, so a new size applies to pods created after)."""
+    for resource, store, desired in (
+            (NATIVE_WORKLOADS, ctx.shared.caches.workloads, builders.build_workload(ctx.job)),
+            (NATIVE_POD_GROUPS, ctx.shared.caches.pod_groups, builders.build_native_pod_group(ctx.job))):
+        existing, created = await get_or_create(ctx, store, resource, desired)
+        if created or meta(existing).get("deletionTimestamp"):
+            continue
+        if builders.native_spec_differs(existing.get("spec") or {}, desired["spec"], resource.kind):
+            await _delete(ctx, resource, store, meta(existing)["name"])
+
+
+async def _delete(ctx: JobContext, resource: Resource, store: Store, name: str) -> None:
+    """Delete the job's object ``name`` if the cache holds it and the job controls it."""
+    existing = store.get(ctx.namespace, name)
+    if existing is None or meta(existing).get("deletionTimestamp"):
         return
-    ensure_controlled(ctx, existing, pod_group_resource(ctx))
+    ensure_controlled(ctx, existing, resource)
     try:
-        await ctx.shared.cluster.delete(pod_group_resource(ctx), ctx.namespace, name)
+        await ctx.shared.cluster.delete(resource, ctx.namespace, name)
     except ApiError as error:
         if not error.not_found:
             raise
+
+
+async def delete_pod_group(ctx: JobContext) -> None:
+    """Delete the PodGroup (and a native gang's Workload) if it exists (suspension and cleanup)."""
+    name = names.pod_group_name(ctx.name)
+    await _delete(ctx, pod_group_resource(ctx), ctx.shared.caches.pod_groups, name)
+    if ctx.shared.settings.gang is not None and ctx.shared.settings.gang.is_native:
+        await _delete(ctx, NATIVE_WORKLOADS, ctx.shared.caches.workloads, name)

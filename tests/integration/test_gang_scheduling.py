@@ -1,10 +1,12 @@
-"""Gang scheduling with a real API server: the reconciler manages the job's PodGroup (e2e 12 and 13), and
-scheduler-plugins' Coscheduling, a real gang scheduler, places its pods all or none.
+"""Gang scheduling with a real API server: the reconciler manages the job's PodGroup (e2e 12 and 13), and two
+real gang schedulers place its pods all or none.
 
 scheduler-plugins runs for real (hack/devcluster/coscheduling.py): its own PodGroup CRD, its scheduler as
-``scheduler-plugins-scheduler`` beside the default one, and its PodGroup controller. The jobs of the
-placement tests run on kwok nodes of their own (tests/integration/gangs.py), sized so that a job cannot
-fully fit. Volcano does not run: its PodGroup CRD is a stand-in (crds/podgroups.yaml says why).
+``scheduler-plugins-scheduler`` beside the default one, and its PodGroup controller. kube-scheduler's own
+gangs (``--gang-scheduling=kube-scheduler``: Workload and PodGroup of scheduling.k8s.io/v1alpha2) run with
+the GenericWorkload and GangScheduling gates the harness turns on. The jobs of the placement tests run on
+kwok nodes of their own (tests/integration/gangs.py), sized so that a job cannot fully fit. Volcano does not
+run: its PodGroup CRD is a stand-in (crds/podgroups.yaml says why).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,8 @@ from tests.integration.operator_fixtures import ReconcilerControl
 VOLCANO_CRD = Path(__file__).resolve().parent / "crds" / "podgroups.yaml"
 GROUPS = {"volcano": "scheduling.volcano.sh/v1beta1", SCHEDULER_NAME: "scheduling.x-k8s.io/v1alpha1"}
 PLUGINS_GROUP = GROUPS[SCHEDULER_NAME]
+NATIVE = "kube-scheduler"  # --gang-scheduling: kube-scheduler's own gangs (Workload and PodGroup)
+NATIVE_GROUP = "scheduling.k8s.io/v1alpha2"
 QUIET_SECONDS = 30.0
 
 
@@ -70,14 +75,18 @@ def gang(request: pytest.FixtureRequest, cluster: LocalCluster, reconciler: Reco
         reconciler.restart()
 
 
-@pytest.fixture
-def plugins(reconciler: ReconcilerControl, coscheduling: Coscheduling) -> Iterator[ReconcilerControl]:
-    """The reconciler with ``--gang-scheduling=scheduler-plugins-scheduler``, the scheduler running."""
-    reconciler.restart(f"--gang-scheduling={SCHEDULER_NAME}")
+@pytest.fixture(params=[SCHEDULER_NAME, NATIVE], ids=["coscheduling", "native"])
+def backend(request: pytest.FixtureRequest, reconciler: ReconcilerControl) -> Iterator[str]:
+    """The reconciler with ``--gang-scheduling`` for a gang scheduler that runs here: scheduler-plugins'
+    Coscheduling (started for the module), or kube-scheduler's own gangs (the harness turns the gates on)."""
+    name: str = request.param
+    coscheduling = request.getfixturevalue("coscheduling") if name == SCHEDULER_NAME else None
+    reconciler.restart(f"--gang-scheduling={name}")
     try:
-        yield reconciler
+        yield name
     finally:
-        coscheduling.check_running()
+        if coscheduling is not None:
+            coscheduling.check_running()
         reconciler.restart()
 
 
@@ -102,11 +111,25 @@ def test_pod_group_is_managed(cluster: LocalCluster, namespace: str, gang: str) 
 
 
 # ---- placement by the real Coscheduling scheduler
-def pod_group_spec(jobs: Jobs, job: str) -> JSON:
-    """The spec of the job's scheduler-plugins PodGroup, once it exists."""
-    group = until(lambda: jobs.object("podgroups", job, PLUGINS_GROUP), timeout=30, what=f"the PodGroup of {job}")
+def pod_group_spec(jobs: Jobs, job: str, backend: str) -> JSON:
+    """The spec of the job's PodGroup, once it exists."""
+    version = NATIVE_GROUP if backend == NATIVE else PLUGINS_GROUP
+    group = until(lambda: jobs.object("podgroups", job, version), timeout=30, what=f"the PodGroup of {job}")
     spec: JSON = group["spec"]
     return spec
+
+
+def expected_spec(backend: str, job: str, pods: int) -> JSON:
+    """The PodGroup spec, as stored, of a gang of ``pods`` pods of 1 CPU each."""
+    if backend == NATIVE:
+        return {"podGroupTemplateRef": {"workload": {"workloadName": job, "podGroupTemplateName": "mpijob"}},
+                "schedulingPolicy": {"gang": {"minCount": pods}}, "disruptionMode": "Pod"}
+    return {"minMember": pods, "minResources": {"cpu": str(pods)}, "scheduleTimeoutSeconds": 0}
+
+
+def scheduler_of(backend: str) -> str:
+    """The scheduler name the job's pods carry."""
+    return "default-scheduler" if backend == NATIVE else backend
 
 
 def wait_refused_unbound(jobs: Jobs, job: str, count: int, timeout: float = 90) -> list[JSON]:
@@ -140,15 +163,14 @@ def pod_names(job: str, seen: set[str]) -> tuple[list[str], int]:
 
 
 def test_a_job_larger_than_free_capacity_binds_no_pod_until_it_fits(
-        cluster: LocalCluster, namespace: str, plugins: ReconcilerControl) -> None:
+        cluster: LocalCluster, namespace: str, backend: str) -> None:
     jobs = Jobs(cluster, namespace)
     with gang_nodes(cluster, namespace) as nodes:
         nodes.add(cpu="4")  # 5 pods of 1 CPU: 4 would fit, so a scheduler without gangs binds 4
         jobs.create(pool_job("big", namespace, 4, run_for="2s"))
-        assert pod_group_spec(jobs, "big") == {
-            "minMember": 5, "minResources": {"cpu": "5"}, "scheduleTimeoutSeconds": 0}
+        assert pod_group_spec(jobs, "big", backend) == expected_spec(backend, "big", 5)
         pods = wait_refused_unbound(jobs, "big", 5)
-        assert {p["spec"]["schedulerName"] for p in pods} == {SCHEDULER_NAME}
+        assert {p["spec"]["schedulerName"] for p in pods} == {scheduler_of(backend)}
         nodes.add(cpu="4")
         seen = wait_succeeded_recording_bound(jobs, "big")
     assert pod_names("big", seen) == ([f"big-worker-{i}" for i in range(4)], 1)
@@ -161,7 +183,7 @@ def placements(jobs: Jobs, names: tuple[str, str]) -> tuple[int, int]:
 
 
 def test_two_jobs_that_fit_only_alone_are_never_both_partially_placed(
-        cluster: LocalCluster, namespace: str, plugins: ReconcilerControl) -> None:
+        cluster: LocalCluster, namespace: str, backend: str) -> None:
     jobs = Jobs(cluster, namespace)
     names = ("one", "two")
     observed: set[tuple[int, int]] = set()
@@ -180,39 +202,44 @@ def test_two_jobs_that_fit_only_alone_are_never_both_partially_placed(
     assert {(3, 0), (0, 3)} & observed, f"never one job whole and the other not at all: {sorted(observed)}"
 
 
-def test_wait_for_workers_ready_runs_under_a_gang(cluster: LocalCluster, namespace: str,
-                                                  plugins: ReconcilerControl) -> None:
+def test_wait_for_workers_ready_runs_under_a_gang(cluster: LocalCluster, namespace: str, backend: str) -> None:
     """kubeflow/mpi-operator#608: the gang is the workers; with upstream's workers + 1 it never starts."""
     jobs = Jobs(cluster, namespace)
     with gang_nodes(cluster, namespace) as nodes:
         nodes.add(cpu="4")
-        jobs.create(pool_job("ours", namespace, 2, launcherCreationPolicy="WaitForWorkersReady"))
         upstream_count = {"cleanPodPolicy": "Running", "schedulingPolicy": {"minAvailable": 3}}
         jobs.create(pool_job("upstream", namespace, 2, launcherCreationPolicy="WaitForWorkersReady",
                              runPolicy=upstream_count))
-        assert pod_group_spec(jobs, "ours") == {
-            "minMember": 2, "minResources": {"cpu": "2"}, "scheduleTimeoutSeconds": 0}
-        seen = wait_succeeded_recording_bound(jobs, "ours")
+        jobs.wait_workers("upstream", 2)
+        jobs.create(pool_job("ours", namespace, 2, launcherCreationPolicy="WaitForWorkersReady"))
+        assert pod_group_spec(jobs, "ours", backend) == expected_spec(backend, "ours", 2)
+        seen = wait_succeeded_recording_bound(jobs, "ours")  # created later, on the same node: it had room
         assert pod_names("ours", seen) == (["ours-worker-0", "ours-worker-1"], 1)
-        pods = wait_refused_unbound(jobs, "upstream", 2)
-    assert {p["metadata"]["name"]: "cannot find enough sibling pods, current pods number: 2, minMember of "
-            "group: 3" in (refused(p) or "") for p in pods} == {"upstream-worker-0": True, "upstream-worker-1": True}
+        pods = jobs.workers("upstream")
+    assert [(p["metadata"]["name"], p["spec"].get("nodeName")) for p in pods] == [
+        ("upstream-worker-0", None), ("upstream-worker-1", None)]
     assert jobs.launcher("upstream") is None
+    if backend == SCHEDULER_NAME:
+        assert {p["metadata"]["name"]: "cannot find enough sibling pods, current pods number: 2, minMember of "
+                "group: 3" in (refused(p) or "") for p in pods} == {"upstream-worker-0": True,
+                                                                     "upstream-worker-1": True}
 
 
-def pod_group_writes(log: Path, username: str, offset: int) -> list[str]:
-    """The PodGroup writes (not status) ``username`` made since byte ``offset`` of the audit log."""
-    return [f"{e['verb']} {e['objectRef'].get('name')}" for e in audit_events(log, offset=offset)
-            if (e.get("user") or {}).get("username") == username and resource_of(e) == "podgroups"
-            and e["verb"] in WRITE_VERBS]
+def pod_group_writes(log: Path, username: str, namespace: str, offset: int) -> list[str]:
+    """The PodGroup and Workload writes (not status) ``username`` made in ``namespace`` since byte ``offset``
+    of the audit log, with their answers' codes."""
+    return [f"{e['verb']} {resource_of(e)} {e['objectRef'].get('name')}: {e.get('responseStatus', {}).get('code')}"
+            for e in audit_events(log, offset=offset)
+            if (e.get("user") or {}).get("username") == username and e["objectRef"].get("namespace") == namespace
+            and resource_of(e) in ("podgroups", "workloads") and e["verb"] in WRITE_VERBS]
 
 
-def test_a_steady_job_makes_no_pod_group_write(cluster: LocalCluster, namespace: str,
-                                               plugins: ReconcilerControl) -> None:
+def test_a_steady_job_makes_no_pod_group_write(cluster: LocalCluster, namespace: str, backend: str,
+                                               reconciler: ReconcilerControl) -> None:
     jobs = Jobs(cluster, namespace)
     log = cluster.audit_log
     assert log is not None
-    username = plugins.credentials.username
+    username = reconciler.credentials.username
     with gang_nodes(cluster, namespace) as nodes:
         nodes.add(cpu="4")
         jobs.create(pool_job("steady", namespace, 2, launcher_labels={"test.mpijob/outcome": "hang"}))
@@ -222,9 +249,39 @@ def test_a_steady_job_makes_no_pod_group_write(cluster: LocalCluster, namespace:
         end = time.monotonic() + QUIET_SECONDS  # PodGroup controller's status writes, which enqueue the job
 
         def quiet_until_the_end() -> bool:
-            assert pod_group_writes(log, username, offset) == []
+            assert pod_group_writes(log, username, namespace, offset) == []
             return time.monotonic() >= end
 
         wait_for(quiet_until_the_end, timeout=QUIET_SECONDS + 10, interval=1.0,
                  what=f"{QUIET_SECONDS:.0f} s without a PodGroup write")
         assert jobs.condition("steady", "Running") is not None
+
+
+def test_native_gang_follows_suspend_and_resume(cluster: LocalCluster, namespace: str,
+                                                reconciler: ReconcilerControl) -> None:
+    """Suspension deletes the Workload and the PodGroup (the PodGroup once no pod names it: its finalizer);
+    resuming makes both anew, and the job runs to Succeeded under the new gang."""
+    reconciler.restart(f"--gang-scheduling={NATIVE}")
+    try:
+        jobs = Jobs(cluster, namespace)
+        with gang_nodes(cluster, namespace) as nodes:
+            nodes.add(cpu="4")
+            jobs.create(pool_job("pause", namespace, 2, runPolicy={"cleanPodPolicy": "Running", "suspend": True}))
+            jobs.wait_condition("pause", "Suspended")
+            assert [jobs.object(p, "pause", NATIVE_GROUP) for p in ("workloads", "podgroups")] == [None, None]
+            jobs.patch("pause", {"spec": {"runPolicy": {"suspend": False}}})
+            first = {p: until(partial(jobs.object, p, "pause", NATIVE_GROUP), timeout=30, what=p)["metadata"]["uid"]
+                     for p in ("workloads", "podgroups")}
+            jobs.wait_workers("pause", 2, phase="Running")
+            jobs.patch("pause", {"spec": {"runPolicy": {"suspend": True}}})
+            jobs.wait_workers("pause", 0)
+            for plural in ("podgroups", "workloads"):
+                jobs.wait_gone(plural, "pause", NATIVE_GROUP)
+            jobs.patch("pause", {"spec": {"runPolicy": {"suspend": False}}})
+            again = {p: until(partial(jobs.object, p, "pause", NATIVE_GROUP), timeout=30, what=p)["metadata"]["uid"]
+                     for p in ("workloads", "podgroups")}
+            assert {p: again[p] != first[p] for p in first} == {"workloads": True, "podgroups": True}
+            seen = wait_succeeded_recording_bound(jobs, "pause")
+        assert pod_names("pause", seen) == (["pause-worker-0", "pause-worker-1"], 1)
+    finally:
+        reconciler.restart()

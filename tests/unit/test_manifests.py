@@ -260,6 +260,8 @@ RECONCILER_GRANTS = {
     ("scheduling.volcano.sh", "podgroups"): {"create", "get", "list", "watch", "update", "delete"},
     ("scheduling.x-k8s.io", "podgroups"): {"create", "get", "list", "watch", "update", "delete"},
     ("scheduling.k8s.io", "priorityclasses"): {"get"},
+    ("scheduling.k8s.io", "workloads"): {"create", "get", "list", "watch", "delete"},
+    ("scheduling.k8s.io", "podgroups"): {"create", "get", "list", "watch", "delete"},
 }
 LEASE_ROLE = "mpi-operator-leader-election"
 

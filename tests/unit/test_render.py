@@ -64,6 +64,22 @@ def test_gang_scheduling_adds_the_pod_group_and_json_output() -> None:
         "volcano"}
 
 
+def test_native_gang_scheduling_prints_the_workload_and_pod_group() -> None:
+    example = str(REPO_ROOT / "examples" / "pi-openmpi.yaml")
+    result = render("-o", "json", "--gang-scheduling", "kube-scheduler", example)
+    assert result.returncode == 0, result.stderr
+    items = yaml.safe_load(result.stdout)["items"]
+    gang = [item for item in items if item["apiVersion"] == "scheduling.k8s.io/v1alpha2"]
+    assert [(item["kind"], item["metadata"]["name"]) for item in gang] == [("Workload", "pi-openmpi"),
+                                                                          ("PodGroup", "pi-openmpi")]
+    policy = gang[0]["spec"]["podGroupTemplates"][0]["schedulingPolicy"]
+    assert gang[1]["spec"] == {"schedulingPolicy": policy, "podGroupTemplateRef": {
+        "workload": {"workloadName": "pi-openmpi", "podGroupTemplateName": "mpijob"}}}
+    pods = [item["spec"]["template"]["spec"] if item["kind"] == "Job" else item["spec"] for item in items
+            if item["kind"] in ("Pod", "Job")]
+    assert [pod["schedulingGroup"] for pod in pods] == [{"podGroupName": "pi-openmpi"}] * len(pods)
+
+
 @pytest.mark.parametrize(("stdin", "message"), [
     pytest.param("kind: Pod\nmetadata: {name: p}\n", "not an MPIJob (kind 'Pod')", id="not an MPIJob"),
     pytest.param("a: [", "python -m reconciler render: error: -: while parsing", id="not YAML"),

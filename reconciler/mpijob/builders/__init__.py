@@ -16,6 +16,7 @@ from reconciler.mpijob.builders.config_map import (
     config_map_size_errors,
     largest_config_map_size,
 )
+from reconciler.mpijob.builders.job_facts import calculate_min_available
 from reconciler.mpijob.builders.launcher import (
     build_launcher_job,
     build_launcher_pod_template,
@@ -23,13 +24,13 @@ from reconciler.mpijob.builders.launcher import (
     template_overrides_restart_policy,
 )
 from reconciler.mpijob.builders.min_resources import PriorityLookup, calculate_min_resources, no_priority_classes
+from reconciler.mpijob.builders.native_gang import build_native_pod_group, build_workload, native_spec_differs
 from reconciler.mpijob.builders.podgroup import (
     GangScheduling,
     build_pod_group,
     build_scheduler_plugins_pod_group,
     build_volcano_pod_group,
     calc_priority_class_name,
-    calculate_min_available,
     decorate_pod_template,
     overridden_scheduler_name,
     pod_group_spec_update,
@@ -55,12 +56,14 @@ __all__ = [
     "build_hostfile",
     "build_launcher_job",
     "build_launcher_pod_template",
+    "build_native_pod_group",
     "build_pod_group",
     "build_scheduler_plugins_pod_group",
     "build_service",
     "build_ssh_secret",
     "build_volcano_pod_group",
     "build_worker",
+    "build_workload",
     "calc_priority_class_name",
     "calculate_min_available",
     "calculate_min_resources",
@@ -68,6 +71,7 @@ __all__ = [
     "controller_ref",
     "decorate_pod_template",
     "largest_config_map_size",
+    "native_spec_differs",
     "no_priority_classes",
     "overridden_scheduler_name",
     "pod_group_spec_update",

@@ -7,7 +7,7 @@ these instead of reading ``job.spec`` fields directly.
 from __future__ import annotations
 
 from shared.api import constants as c
-from shared.api.types import MPIJob, MPIJobSpec, ReplicaSpec, RunPolicy
+from shared.api.types import MPIJob, MPIJobSpec, ReplicaSpec, RunPolicy, SchedulingPolicy
 
 
 def spec_of(job: MPIJob) -> MPIJobSpec:
@@ -57,6 +57,17 @@ def gang_includes_launcher(job: MPIJob) -> bool:
     created once the gang's workers run. The launcher is then placed on its own, after them.
     """
     return not launcher_waits_for_workers(job) or worker_replicas(job) == 0
+
+
+def calculate_min_available(job: MPIJob) -> int:
+    """``schedulingPolicy.minAvailable`` when set; else the pods created together: workers + 1 (upstream's
+    rule, also with runLauncherAsWorker), or only the workers when the launcher waits for them.
+    The one rule of every gang backend.
+    """
+    min_available = (run_policy_of(job).scheduling_policy or SchedulingPolicy()).min_available
+    if min_available is not None:
+        return min_available
+    return worker_replicas(job) + (1 if gang_includes_launcher(job) else 0)
 
 
 def is_suspended(job: MPIJob) -> bool:

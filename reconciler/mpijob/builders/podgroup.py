@@ -1,7 +1,8 @@
 """Gang scheduling: the PodGroup objects (Volcano or scheduler-plugins) and the pod decoration (controller.md 2.6).
 
-The ``--gang-scheduling`` flag value selects the flavour: ``volcano`` means Volcano, any other non-empty
-value means scheduler-plugins with that value as the pods' scheduler name.
+The ``--gang-scheduling`` flag value selects the flavour: ``volcano`` means Volcano, ``kube-scheduler`` the
+native gangs of Kubernetes 1.36 (``native_gang.py``; not an upstream value), any other non-empty value
+scheduler-plugins with that value as the pods' scheduler name.
 """
 
 from __future__ import annotations
@@ -9,8 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reconciler.mpijob.builders.child_object import object_meta
-from reconciler.mpijob.builders.job_facts import gang_includes_launcher, run_policy_of, worker_replicas
+from reconciler.mpijob.builders.job_facts import calculate_min_available, run_policy_of
 from reconciler.mpijob.builders.min_resources import PriorityLookup, calculate_min_resources, no_priority_classes
+from reconciler.mpijob.builders.native_gang import (
+    NATIVE,
+    NATIVE_API_VERSION,
+    NATIVE_POD_GROUP_FIELDS,
+    build_native_pod_group,
+    decorate_native,
+)
 from reconciler.mpijob.builders.quantity import QuantityError, parse_quantity
 from shared.api import constants as c
 from shared.api import names
@@ -39,13 +47,22 @@ class GangScheduling:
         return self.scheduler_name == VOLCANO
 
     @property
+    def is_native(self) -> bool:
+        """kube-scheduler's own gangs (Workload and PodGroup of ``scheduling.k8s.io/v1alpha2``)."""
+        return self.scheduler_name == NATIVE
+
+    @property
     def api_version(self) -> str:
         """The PodGroup group/version of this flavour."""
+        if self.is_native:
+            return NATIVE_API_VERSION
         return VOLCANO_API_VERSION if self.is_volcano else SCHEDULER_PLUGINS_API_VERSION
 
     @property
     def owned_fields(self) -> tuple[str, ...]:
         """The PodGroup spec fields this flavour's builder writes."""
+        if self.is_native:
+            return NATIVE_POD_GROUP_FIELDS
         return VOLCANO_OWNED_FIELDS if self.is_volcano else SCHEDULER_PLUGINS_OWNED_FIELDS
 
     @classmethod
@@ -58,8 +75,12 @@ def decorate_pod_template(template: JSONDict, job_name: str, gang: GangSchedulin
     """Point a pod template (a builder's private copy: it is changed in place) at the gang scheduler.
 
     Volcano: ``schedulerName: volcano`` and annotation ``scheduling.k8s.io/group-name``; scheduler-plugins:
-    the flag's scheduler name and label ``scheduling.x-k8s.io/pod-group``. Both name the PodGroup.
+    the flag's scheduler name and label ``scheduling.x-k8s.io/pod-group``; native: ``spec.schedulingGroup``.
+    Each names the PodGroup.
     """
+    if gang.is_native:
+        decorate_native(template, job_name)
+        return
     spec = template["spec"] = template.get("spec") or {}
     meta = template["metadata"] = template.get("metadata") or {}
     spec["schedulerName"] = gang.scheduler_name
@@ -70,6 +91,8 @@ def decorate_pod_template(template: JSONDict, job_name: str, gang: GangSchedulin
 
 def overridden_scheduler_name(template: JSONDict | None, gang: GangScheduling) -> str | None:
     """The template's own scheduler name when gang scheduling replaces it (upstream logs a warning)."""
+    if gang.is_native:
+        return None
     spec = (template or {}).get("spec") or {}
     name = spec.get("schedulerName") or ""
     return None if name == gang.scheduler_name else name
@@ -77,17 +100,6 @@ def overridden_scheduler_name(template: JSONDict | None, gang: GangScheduling) -
 
 def _scheduling_policy(job: MPIJob) -> SchedulingPolicy:
     return run_policy_of(job).scheduling_policy or SchedulingPolicy()
-
-
-def calculate_min_available(job: MPIJob) -> int:
-    """``schedulingPolicy.minAvailable`` when set; else the pods created together: workers + 1 (upstream's
-    rule, also with runLauncherAsWorker), or only the workers when the launcher waits for them.
-    The one rule of every gang backend.
-    """
-    min_available = _scheduling_policy(job).min_available
-    if min_available is not None:
-        return min_available
-    return worker_replicas(job) + (1 if gang_includes_launcher(job) else 0)
 
 
 def calc_priority_class_name(job: MPIJob) -> str:
@@ -156,6 +168,8 @@ def build_scheduler_plugins_pod_group(job: MPIJob, priority_of: PriorityLookup =
 
 def build_pod_group(job: MPIJob, gang: GangScheduling, priority_of: PriorityLookup = no_priority_classes) -> JSONDict:
     """The PodGroup of the configured flavour."""
+    if gang.is_native:
+        return build_native_pod_group(job)
     build = build_volcano_pod_group if gang.is_volcano else build_scheduler_plugins_pod_group
     return build(job, priority_of)
 

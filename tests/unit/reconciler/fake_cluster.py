@@ -33,7 +33,8 @@ from shared.jsondict import JSONDict
 
 _SLIM = {"pods": (slim_pod, "pods"), "jobs": (slim_job, "jobs"), "services": (slim_service, "services"),
          "configmaps": (slim_config_map, "config_maps"), "secrets": (slim_secret, "secrets"),
-         "mpijobs": (slim_mpijob, "mpijobs"), "podgroups": (slim_pod_group, "pod_groups")}
+         "mpijobs": (slim_mpijob, "mpijobs"), "podgroups": (slim_pod_group, "pod_groups"),
+         "workloads": (slim_pod_group, "workloads")}
 
 
 class FakeCluster:
@@ -135,8 +136,8 @@ class FakeCluster:
         current = self._current(resource, {"name": name, **(patch.get("metadata") or {})}, namespace)
         return self._store(resource, current, _merge(current, patch))
 
-    async def delete(self, resource: Resource, namespace: str, name: str) -> None:
-        self._record("delete", resource, {"metadata": {"name": name}})
+    async def delete(self, resource: Resource, namespace: str, name: str, propagation: str = "Background") -> None:
+        self._record("delete", resource, {"metadata": {"name": name}, "propagationPolicy": propagation})
         if self.server.pop((resource.plural, namespace, name), None) is None:
             raise ApiError(404, "NotFound", f'{resource.plural} "{name}" not found')
 

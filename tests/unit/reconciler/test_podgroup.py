@@ -6,13 +6,16 @@ import pytest
 
 from reconciler.mpijob.builders import (
     GangScheduling,
+    build_native_pod_group,
     build_pod_group,
     build_scheduler_plugins_pod_group,
     build_volcano_pod_group,
+    build_workload,
     calc_priority_class_name,
     calculate_min_available,
     calculate_min_resources,
     decorate_pod_template,
+    native_spec_differs,
     no_priority_classes,
     overridden_scheduler_name,
     pod_group_spec_update,
@@ -278,3 +281,51 @@ VOLCANO_SPEC = {"minMember": 3, "queue": "q", "minResources": {}}
 def test_pod_group_spec_update(gang: GangScheduling, current: JSONDict, desired: JSONDict,
                                expected: JSONDict | None) -> None:
     assert pod_group_spec_update(current, desired, gang) == expected
+
+
+NATIVE = GangScheduling("kube-scheduler")
+
+
+@pytest.mark.parametrize(("job", "policy"), [
+    pytest.param(pg_job(Launcher=replica_with(1, ("1", "1Gi")), Worker=replica_with(3, ("1", "1Gi"))),
+                 {"gang": {"minCount": 4}}, id="AtStartup: workers + 1"),
+    pytest.param(pg_job(launcher_policy="WaitForWorkersReady", Launcher=replica_with(1, ("1", "1Gi")),
+                        Worker=replica_with(3, ("1", "1Gi"))), {"gang": {"minCount": 3}}, id="WaitForWorkersReady"),
+    pytest.param(pg_job({"schedulingPolicy": {"minAvailable": 0}}, Launcher=replica_with(1, ("1", "1Gi"))),
+                 {"basic": {}}, id="minAvailable 0: basic, minCount must be positive"),
+])
+def test_native_workload_and_pod_group(job: MPIJob, policy: JSONDict) -> None:
+    meta = {"name": "test", "namespace": "default", "ownerReferences": [owner_ref("test")]}
+    assert build_workload(job) == {
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload", "metadata": meta,
+        "spec": {"controllerRef": {"apiGroup": "kubeflow.org", "kind": "MPIJob", "name": "test"},
+                 "podGroupTemplates": [{"name": "mpijob", "schedulingPolicy": policy}]}}
+    assert build_pod_group(job, NATIVE) == build_native_pod_group(job) == {
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": meta,
+        "spec": {"podGroupTemplateRef": {"workload": {"workloadName": "test", "podGroupTemplateName": "mpijob"}},
+                 "schedulingPolicy": policy}}
+
+
+def test_native_decoration_keeps_the_scheduler_name() -> None:
+    template: JSONDict = {"spec": {"schedulerName": "my-scheduler"}}
+    decorate_pod_template(template, "test", NATIVE)
+    assert template == {"spec": {"schedulerName": "my-scheduler", "schedulingGroup": {"podGroupName": "test"}}}
+    assert overridden_scheduler_name(template, NATIVE) is None
+    assert (NATIVE.is_native, NATIVE.is_volcano, NATIVE.api_version) == (True, False, "scheduling.k8s.io/v1alpha2")
+
+
+@pytest.mark.parametrize(("current", "kind", "differs"), [
+    pytest.param({"controllerRef": {"apiGroup": "kubeflow.org", "kind": "MPIJob", "name": "test"},
+                  "podGroupTemplates": [{"name": "mpijob", "schedulingPolicy": {"gang": {"minCount": 4}},
+                                         "schedulingConstraints": None}]}, "Workload", False,
+                 id="Workload as stored: a null the server adds"),
+    pytest.param({"podGroupTemplateRef": {"workload": {"workloadName": "test", "podGroupTemplateName": "mpijob"}},
+                  "schedulingPolicy": {"gang": {"minCount": 4}}, "disruptionMode": "Pod"}, "PodGroup", False,
+                 id="PodGroup as stored: the default disruptionMode"),
+    pytest.param({"podGroupTemplateRef": {"workload": {"workloadName": "test", "podGroupTemplateName": "mpijob"}},
+                  "schedulingPolicy": {"gang": {"minCount": 5}}}, "PodGroup", True, id="another minCount"),
+])
+def test_native_spec_differs(current: JSONDict, kind: str, differs: bool) -> None:
+    job = pg_job(Launcher=replica_with(1, ("1", "1Gi")), Worker=replica_with(3, ("1", "1Gi")))
+    desired = (build_workload(job) if kind == "Workload" else build_native_pod_group(job))["spec"]
+    assert native_spec_differs(current, desired, kind) is differs

@@ -12,7 +12,13 @@ from prometheus_client import CollectorRegistry
 from reconciler.mpijob import builders
 from reconciler.mpijob.builders import GangScheduling
 from reconciler.mpijob.context import Shared
-from reconciler.mpijob.custom_resources import MPIJOBS, SCHEDULER_PLUGINS_POD_GROUPS, VOLCANO_POD_GROUPS
+from reconciler.mpijob.custom_resources import (
+    MPIJOBS,
+    NATIVE_POD_GROUPS,
+    NATIVE_WORKLOADS,
+    SCHEDULER_PLUGINS_POD_GROUPS,
+    VOLCANO_POD_GROUPS,
+)
 from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.priorities import PriorityClassCache
@@ -148,3 +154,74 @@ async def test_priority_classes_are_read_once_per_ttl() -> None:
     assert [read for read in world.cluster.reads if read[0] == "priorityclasses"] == [
         ("priorityclasses", "high"), ("priorityclasses", "high")]
     assert pod_group_writes(world) == [("create", "podgroups", "test")]
+
+
+NATIVE = GangScheduling("kube-scheduler")
+
+
+async def test_native_workload_and_pod_group_before_workers() -> None:
+    job = new_mpijob(workers=2)
+    world = gang_world(job, NATIVE)
+    await world.sync()
+    assert world.cluster.actions == [
+        ("create", "services", "test"), ("create", "configmaps", "test-config"), ("create", "secrets", "test-ssh"),
+        ("create", "workloads", "test"), ("create", "podgroups", "test"), ("create", "pods", "test-worker-0"),
+        ("create", "pods", "test-worker-1"), ("create", "jobs", "test-launcher"), ("update_status", "mpijobs", "test")]
+    model = defaulted(job)
+    assert world.cluster.created("workloads", "test") == builders.build_workload(model)
+    assert world.cluster.created("podgroups", "test") == builders.build_native_pod_group(model)
+    worker = world.cluster.created("pods", "test-worker-0")
+    assert worker == builders.build_worker(model, 0, NATIVE)
+    assert worker["spec"]["schedulingGroup"] == {"podGroupName": "test"}
+    assert "schedulerName" not in worker["spec"]
+    launcher = world.cluster.created("jobs", "test-launcher")
+    assert launcher["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "test"}
+
+
+def stored_native(job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The job's Workload and PodGroup as the API server stores them (with the fields it adds)."""
+    workload = builders.build_workload(defaulted(job))
+    workload["spec"]["podGroupTemplates"][0]["schedulingConstraints"] = None
+    group = builders.build_native_pod_group(defaulted(job))
+    group["spec"]["disruptionMode"] = "Pod"
+    group["metadata"]["finalizers"] = ["scheduling.k8s.io/podgroup-protection"]
+    return workload, group
+
+
+async def test_a_steady_native_gang_is_not_rewritten() -> None:
+    world, job = running_gang_world(NATIVE, {})
+    workload, group = stored_native(job)
+    world.cluster.given(NATIVE_WORKLOADS, workload)
+    world.cluster.given(NATIVE_POD_GROUPS, group)
+    await world.sync()
+    world.cluster.catch_up()
+    await world.sync()
+    assert [a for a in world.cluster.actions if a[1] in ("workloads", "podgroups")] == []
+
+
+async def test_a_changed_native_gang_is_deleted_to_be_made_anew() -> None:
+    world, job = running_gang_world(NATIVE, {})
+    workload, group = stored_native(job)
+    world.cluster.given(NATIVE_WORKLOADS, workload)
+    world.cluster.given(NATIVE_POD_GROUPS, group)
+    changed = copy.deepcopy(job)
+    changed["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 2}
+    world.cluster.given(MPIJOBS, changed)
+    await world.sync()
+    assert [a for a in world.cluster.actions if a[1] in ("workloads", "podgroups")] == [
+        ("delete", "workloads", "test"), ("delete", "podgroups", "test")]
+    world.cluster.catch_up()
+    await world.sync()
+    assert world.cluster.created("workloads", "test") == builders.build_workload(defaulted(changed))
+    assert world.cluster.created("podgroups", "test")["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+
+
+async def test_suspension_deletes_the_native_gang() -> None:
+    job = new_mpijob(workers=2, runPolicy={"cleanPodPolicy": "None", "suspend": True})
+    world = gang_world(job, NATIVE)
+    workload, group = stored_native(job)
+    world.cluster.given(NATIVE_WORKLOADS, workload)
+    world.cluster.given(NATIVE_POD_GROUPS, group)
+    await world.sync()
+    assert [a for a in world.cluster.actions if a[1] in ("workloads", "podgroups")] == [
+        ("delete", "podgroups", "test"), ("delete", "workloads", "test")]

@@ -381,6 +381,37 @@ def test_high_priority_job_preempts_the_running_low_priority_one(jobs: Jobs, que
     wait_finished_workload(queues, jobs, "low")
 
 
+# ---- 2b. native gangs follow admission
+NATIVE_GANG = "scheduling.k8s.io/v1alpha2"
+
+
+def native_gang(jobs: Jobs, job: str) -> list[str]:
+    """The kinds of the job's native gang objects (Workload, PodGroup of scheduling.k8s.io) that exist."""
+    return [kind for plural, kind in (("workloads", "Workload"), ("podgroups", "PodGroup"))
+            if jobs.object(plural, job, NATIVE_GANG) is not None]
+
+
+def test_native_gang_follows_admission(jobs: Jobs, queues: Queues, reconciler: ReconcilerControl) -> None:
+    """With --gang-scheduling=kube-scheduler, a job Kueue holds (suspended) has no gang objects; admission
+    brings them, the job runs, and its cleanup removes them, while the next job is admitted in its quota."""
+    reconciler.restart("--gang-scheduling=kube-scheduler")
+    try:
+        queue = queues.queue(cpu=JOB_CPU)
+        jobs.create(queued_job("first", queue))
+        jobs.wait_condition("first", "Running", timeout=90)
+        jobs.create(queued_job("second", queue))
+        wait_workload(queues, jobs, "second", "QuotaReserved", "False")
+        assert (native_gang(jobs, "first"), native_gang(jobs, "second")) == (["Workload", "PodGroup"], [])
+        assert {p["spec"].get("schedulingGroup", {}).get("podGroupName") for p in jobs.workers("first")} == {"first"}
+        finish_launcher(jobs, "first")
+        jobs.wait_condition("first", "Succeeded", timeout=60)
+        jobs.wait_condition("second", "Running", timeout=90)
+        wait_for(lambda: native_gang(jobs, "first") == [], timeout=60, what="first's gang objects gone")
+        assert native_gang(jobs, "second") == ["Workload", "PodGroup"]
+    finally:
+        reconciler.restart()
+
+
 # ---- 3. MultiKueue: managed by Kueue's MultiKueue controller, never by our reconciler
 def test_multikueue_job_is_defaulted_and_validated_but_never_reconciled(
         jobs: Jobs, queues: Queues, reconciler: ReconcilerControl) -> None:

@@ -78,12 +78,15 @@ def slim_pod(obj: JSONDict) -> JSONDict | None:
 
 
 def _failure_status(obj: JSONDict) -> JSONDict | None:
-    """What a failurePolicy rule reads of a failed pod, or of one being deleted with DisruptionTarget=True (few
-    pods, each its own): every condition and the terminated state of every container; None for other pods."""
+    """What a failurePolicy rule reads of a failed pod, or of one being deleted with DisruptionTarget=True, of a
+    job with a failurePolicy (its pods carry the attempt label; few pods, each its own): every condition and the
+    terminated state of every container; None for other pods."""
+    if c.RESTART_ATTEMPT_LABEL not in ((obj.get("metadata") or {}).get("labels") or {}):
+        return None
     status = obj.get("status") or {}
     conditions = [{key: cond[key] for key in ("type", "status", "reason", "message", "lastTransitionTime")
                    if key in cond} for cond in status.get("conditions") or []]
-    disrupted = any(cond.get("type") == c.CONDITION_DISRUPTION_TARGET and cond.get("status") == c.CONDITION_TRUE
+    disrupted = any(cond.get("type") == c.POD_DISRUPTION_TARGET and cond.get("status") == c.CONDITION_TRUE
                     for cond in conditions)
     if status.get("phase") != "Failed" and not ((obj.get("metadata") or {}).get("deletionTimestamp") and disrupted):
         return None

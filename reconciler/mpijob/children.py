@@ -95,7 +95,7 @@ async def _restart_policy_event(ctx: JobContext) -> None:
 
 async def create_launcher(ctx: JobContext) -> JSONDict:
     await _restart_policy_event(ctx)
-    desired = builders.build_launcher_job(ctx.job, ctx.shared.settings.gang)
+    desired = ctx.labelled(builders.build_launcher_job(ctx.job, ctx.shared.settings.gang))
     try:
         launcher, _ = await get_or_create(ctx, ctx.shared.caches.jobs, JOBS, desired)
     except ApiError as error:
@@ -132,6 +132,21 @@ async def stop_launcher(ctx: JobContext, launcher: JSONDict | None) -> JSONDict 
         return launcher
     patched = await ctx.shared.cluster.patch(JOBS, ctx.namespace, meta(launcher)["name"], {"spec": {"suspend": True}})
     return slim_job(patched) or launcher
+
+
+async def delete_launcher(ctx: JobContext, launcher: JSONDict) -> None:
+    """Delete the launcher Job of an attempt that ended (a restart), in the foreground: the Job stays until its pods
+    are gone, so its name is not reused while an old ``mpirun`` may still run. A Job already being deleted (or
+    that this process just deleted) is left alone."""
+    name, uid = meta(launcher)["name"], str(meta(launcher).get("uid", ""))
+    if meta(launcher).get("deletionTimestamp") or ctx.shared.expectations.deletions.holds(ctx.namespace, name, uid):
+        return
+    try:
+        await ctx.shared.cluster.delete(JOBS, ctx.namespace, name, propagation="Foreground")
+    except ApiError as error:
+        if not error.not_found:
+            raise
+    ctx.shared.expectations.deletions.add(ctx.namespace, name, uid)
 
 
 def cached_launcher(ctx: JobContext) -> JSONDict | None:

@@ -33,7 +33,7 @@ class Cluster(Protocol):
 
     async def patch(self, resource: Resource, namespace: str, name: str, patch: JSONDict) -> JSONDict: ...
 
-    async def delete(self, resource: Resource, namespace: str, name: str) -> None: ...
+    async def delete(self, resource: Resource, namespace: str, name: str, propagation: str = "Background") -> None: ...
 
     async def record_event(self, involved: JSONDict, event: Event, now: str) -> None: ...
 
@@ -73,9 +73,9 @@ class KubeCluster:
         return await self.client.request("PATCH", resource.path(namespace, name), patch,
                                          content_type="application/merge-patch+json")
 
-    async def delete(self, resource: Resource, namespace: str, name: str) -> None:
+    async def delete(self, resource: Resource, namespace: str, name: str, propagation: str = "Background") -> None:
         await self.client.request("DELETE", resource.path(namespace, name),
-                                  {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
+                                  {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation})
 
     async def record_event(self, involved: JSONDict, event: Event, now: str) -> None:
         metadata = meta(involved)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from reconciler.mpijob.builders.job_facts import is_suspended, run_policy_of, worker_replicas
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import Cluster, record_events
+from reconciler.mpijob.failure_policy import with_attempt
 from reconciler.mpijob.priorities import PriorityClassCache
 from reconciler.mpijob.sshkeys import SSHKeyPair
 from reconciler.mpijob.status import Event
@@ -18,6 +19,7 @@ from reconciler.runtime.settle import Settler
 from reconciler.settings import Settings
 from shared.api import MPIJob
 from shared.api import constants as c
+from shared.api.v2types import FailurePolicy
 from shared.jsondict import JSONDict
 
 
@@ -34,6 +36,9 @@ class Shared:
     expectations: Expectations = field(default_factory=Expectations)
     settler: Settler = field(default_factory=Settler)
     priority_classes: PriorityClassCache = field(default_factory=PriorityClassCache)  # with --gang-scheduling
+    # the restart count this process last wrote, by MPIJob uid: a cache that does not show that write yet must
+    # not make the attempt it ended look current (restarts.py)
+    restarts: dict[str, int] = field(default_factory=dict)
     writes: asyncio.Semaphore = field(init=False)  # ``settings.max_concurrent_writes`` slots, for all the syncs
 
     def __post_init__(self) -> None:
@@ -87,6 +92,12 @@ class JobContext(JobFacts):
     """The facts of one sync and what every sync shares: what the steps that read or write the cluster take."""
 
     shared: Shared
+    failure_policy: FailurePolicy | None = None  # spec.runPolicy.failurePolicy, kept in the v2-spec annotation
+    attempt: int = 0  # the restart attempt the job is at (only with a failurePolicy)
+
+    def labelled(self, obj: JSONDict) -> JSONDict:
+        """A worker or launcher Job to create, with the attempt label when the job has a failurePolicy."""
+        return obj if self.failure_policy is None else with_attempt(obj, self.attempt)
 
     async def event(self, *events: Event) -> None:
         """Record events on the MPIJob now (best effort)."""

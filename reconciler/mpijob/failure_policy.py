@@ -57,7 +57,7 @@ def _conditions(pod: JSONDict) -> list[JSONDict]:
 
 
 def _disruption(pod: JSONDict) -> JSONDict | None:
-    return next((cond for cond in _conditions(pod) if cond.get("type") == c.CONDITION_DISRUPTION_TARGET
+    return next((cond for cond in _conditions(pod) if cond.get("type") == c.POD_DISRUPTION_TARGET
                  and cond.get("status") == c.CONDITION_TRUE), None)
 
 

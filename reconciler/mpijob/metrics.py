@@ -22,6 +22,9 @@ class OperatorMetrics:
                                    registry=self.registry)
         self.job_info = Gauge("mpi_operator_job_info", "Information about MPIJob", ["launcher", "namespace"],
                               registry=self.registry)
+        self.jobs_restarted = Counter("mpi_operator_jobs_restarted",
+                                      "Counts number of MPI jobs restarted by their failurePolicy",
+                                      registry=self.registry)
         self.is_leader = Gauge("mpi_operator_is_leader", "Is this client the leader of this mpi-operator client set?",
                                registry=self.registry)
 

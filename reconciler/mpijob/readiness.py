@@ -28,7 +28,8 @@ from shared.jsondict import JSONDict
 FIRST_START = frozenset({c.REASON_WORKERS_STARTING, c.REASON_CONTAINER_CREATING})
 GENERIC = FIRST_START | {c.REASON_WORKERS_RECOVERING}  # progress, not news
 READY_WORKERS = "readyWorkers"  # status field: ready workers out of the replicas, e.g. "2/8" (the Ready column)
-RELEASED = frozenset({c.REASON_SUSPENDED, c.REASON_FINISHED})  # upstream's own events say these
+# upstream's own events say these (a restart: the failurePolicy's own Warning event)
+RELEASED = frozenset({c.REASON_SUSPENDED, c.REASON_FINISHED, c.REASON_RESTARTING})
 _SCHEDULER = frozenset({c.REASON_UNSCHEDULABLE, "SchedulerError"})  # PodScheduled=False reasons but the gate
 _CREATING = frozenset({c.REASON_CONTAINER_CREATING, c.REASON_POD_INITIALIZING})
 _COUNTS = re.compile(r"^\d+/\d+ workers (?:pending|ready)(?:: )?")

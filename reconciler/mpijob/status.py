@@ -56,7 +56,8 @@ def set_condition(  # noqa: PLR0913, PLR0917  upstream's updateMPIJobConditions,
 
     Same type, status and reason: no change (a new message alone is ignored). Same status with a new
     reason keeps lastTransitionTime. The new condition is appended last; Succeeded/Failed flip an
-    existing Running (and Succeeded an existing Failed) to False in place.
+    existing Running (and Succeeded an existing Failed) to False in place. Restarting removes Running, and
+    Running flips Restarting to False in place (upstream removes it; upstream never sets Restarting).
     """
     old = find_condition(status, condition_type)
     if old is not None and old.get("status") == value and old.get("reason") == reason:
@@ -68,13 +69,23 @@ def set_condition(  # noqa: PLR0913, PLR0917  upstream's updateMPIJobConditions,
     kept = []
     for cond in status.get("conditions") or []:
         kind = cond.get("type")
-        if kind == condition_type or {kind, condition_type} == {c.CONDITION_RUNNING, c.CONDITION_RESTARTING}:
+        if kind == condition_type or (kind, condition_type) == (c.CONDITION_RUNNING, c.CONDITION_RESTARTING):
+            continue
+        if (kind, condition_type) == (c.CONDITION_RESTARTING, c.CONDITION_RUNNING):
+            kept.append(_settled(cond, now))  # the last restart's cause stays readable (docs/proposals/v2.md)
             continue
         flips = kind == c.CONDITION_RUNNING or (kind == c.CONDITION_FAILED and condition_type == c.CONDITION_SUCCEEDED)
         finishing = condition_type in (c.CONDITION_SUCCEEDED, c.CONDITION_FAILED)
         kept.append({**cond, "status": c.CONDITION_FALSE} if finishing and flips else cond)
     status["conditions"] = [*kept, new]
     return True
+
+
+def _settled(restarting: JSONDict, now: str) -> JSONDict:
+    """A Restarting condition once the new attempt runs: False, its reason and message kept."""
+    if restarting.get("status") == c.CONDITION_FALSE:
+        return restarting
+    return {**restarting, "status": c.CONDITION_FALSE, "lastUpdateTime": now, "lastTransitionTime": now}
 
 
 def job_condition(job: JSONDict | None, condition_type: str) -> JSONDict | None:

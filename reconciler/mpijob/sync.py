@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from reconciler.mpijob import builders, children, gang, workers
+from reconciler.mpijob import builders, children, gang, restarts, workers
 from reconciler.mpijob.cluster import record_events
 from reconciler.mpijob.context import JobContext, JobFacts, Shared
 from reconciler.mpijob.custom_resources import MPIJOBS
@@ -37,6 +37,7 @@ from reconciler.mpijob.status import (
 from reconciler.runtime.client import ApiError
 from shared.api import FieldError, aggregate, defaulted_dict, parse_mpijob, validate_upstream
 from shared.api import constants as c
+from shared.api.failure_policy import annotation_errors
 from shared.jsondict import JSONDict
 
 logger = logging.getLogger("reconciler")
@@ -73,10 +74,10 @@ class Reconciler:
         # handover, or where the webhook is not called) runs as upstream runs it. Our stricter rules are the
         # webhook's, at admission, where the user can still fix the YAML.
         job, errors = parse_mpijob(defaulted_dict(cached))
-        if job is None or (errors := validate_upstream(job)):
+        if job is None or (errors := validate_upstream(job) or annotation_errors(cached)):
             await record_events(self.shared.cluster, cached, [_validation_event(errors)], rfc3339(self.clock()))
             return "invalid"
-        ctx = JobContext(job, cached, rfc3339(self.clock()), self.shared)
+        ctx = restarts.job_context(job, cached, rfc3339(self.clock()), self.shared)
         try:
             return await self._reconcile(ctx)
         except ResourceExistsError as error:
@@ -92,6 +93,9 @@ class Reconciler:
             return await self._finish(ctx, before, status, events)
         if errors := builders.config_map_size_errors(ctx.job, self.shared.settings.cluster_domain):
             return await self._refuse(ctx, before, status, events, _validation_event(errors))
+        if ctx.failure_policy is not None and (outcome := await restarts.run_failure_policy(
+                ctx, status, lambda new, more: self._write_status(ctx, before, new, [*events, *more]), self.metrics)):
+            return outcome
         _set_start_time(ctx, status)
         try:
             seen = await self._ensure_children(ctx, first_sync=not before.get("conditions"))

@@ -93,7 +93,8 @@ async def _create(ctx: JobContext, index: int) -> JSONDict:
     """Create worker ``index`` (or read it when it exists); a pod the job does not control stops the sync. The
     pod is kept slim, as the cache holds it: a large job's creates would otherwise keep a full pod (about 10 KiB
     decoded) each until the sync ends."""
-    pod, _ = await create_or_read(ctx, PODS, builders.build_worker(ctx.job, index, ctx.shared.settings.gang))
+    desired = ctx.labelled(builders.build_worker(ctx.job, index, ctx.shared.settings.gang))
+    pod, _ = await create_or_read(ctx, PODS, desired)
     ensure_controlled(ctx, pod, PODS)
     ctx.shared.expectations.created(ctx.namespace, meta(pod)["name"])
     return slim_pod(pod) or pod
@@ -138,6 +139,12 @@ async def ensure_workers(ctx: JobContext) -> list[JSONDict]:
 def all_ready(pods: list[JSONDict]) -> bool:
     """Every worker has the Ready condition (an empty list counts as ready, as upstream)."""
     return all(is_pod_ready(p) for p in pods)
+
+
+async def delete_all(ctx: JobContext, pods: list[JSONDict]) -> None:
+    """Delete these workers (a restart's teardown), but the ones already terminating."""
+    doomed = sorted((p for p in pods if _deletable(ctx, p)), key=lambda p: worker_index(ctx.name, meta(p)["name"]) or 0)
+    await _concurrently(ctx, (partial(_delete, ctx, p) for p in doomed))
 
 
 async def clean_up(ctx: JobContext) -> None:

@@ -148,7 +148,7 @@ MAX_EXIT_CODE_VALUES: Final = 255
 MAX_RULE_NAME_LENGTH: Final = 63
 # The failurePolicy at run time: the attempt label of a job's pods and launcher Job, and the reasons.
 RESTART_ATTEMPT_LABEL: Final = "mpijobs.kubeflow.org/restart-attempt"
-CONDITION_DISRUPTION_TARGET: Final = "DisruptionTarget"
+POD_DISRUPTION_TARGET: Final = "DisruptionTarget"
 REASON_RESTART_JOB: Final = "RestartJobFailurePolicyAction"
 REASON_FAIL_JOB: Final = "FailJobFailurePolicyAction"
 REASON_REACHED_MAX_RESTARTS: Final = "ReachedMaxRestarts"

@@ -1,0 +1,148 @@
+"""The failurePolicy in a sync (docs/proposals/v2.md, "What a restart does, step by step").
+
+A job with a failurePolicy is at an attempt (``failure_policy.current_attempt``). While objects of an older
+attempt exist, they are deleted and nothing is created. Otherwise the failed pods of the current attempt are
+evaluated: the first rule satisfied restarts the job (one status write raising ``restartCount``, the commit
+point, then the teardown) or fails it; no rule satisfied, or no failed pod, and the sync goes on as in v2beta1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from reconciler.mpijob import children, gang, workers
+from reconciler.mpijob.context import JobContext, Shared
+from reconciler.mpijob.failure_policy import Decision, attempt_label, current_attempt, decide, failure_policy_of
+from reconciler.mpijob.metrics import OperatorMetrics
+from reconciler.mpijob.readiness import READY_WORKERS, Readiness, set_workers_ready
+from reconciler.mpijob.status import Event, find_condition, is_finished, job_condition, set_condition, truncate
+from reconciler.runtime.metadata import is_controlled_by, meta
+from shared.api import MPIJob, names
+from shared.api import constants as c
+from shared.jsondict import JSONDict
+
+Write = Callable[[JSONDict, list[Event]], Awaitable[str]]  # the sync's one status write; "deleted" when gone
+RESTARTING_MESSAGE = "MPIJob restarting: workers are recreated"
+
+
+def job_context(job: MPIJob, cached: JSONDict, now: str, shared: Shared) -> JobContext:
+    """The sync's context: the failurePolicy the job keeps in its annotation and, with one, its attempt."""
+    policy = failure_policy_of(cached)
+    if policy is None:
+        return JobContext(job, cached, now, shared)
+    uid = str(job.metadata.get("uid", ""))
+    launcher = shared.caches.jobs.get(job.namespace, names.launcher_name(job.name))
+    objects = [p for p in shared.caches.pods.select(job.namespace, names.role_selector(job.name, c.ROLE_WORKER))
+               if is_controlled_by(p, uid)]
+    if launcher is not None and is_controlled_by(launcher, uid):
+        objects.append(launcher)
+    attempt = current_attempt(cached.get("status") or {}, objects, shared.restarts.get(uid, 0))
+    return JobContext(job, cached, now, shared, policy, attempt)
+
+
+async def run_failure_policy(ctx: JobContext, status: JSONDict, write: Write, metrics: OperatorMetrics) -> str | None:
+    """Apply the failurePolicy: what happened, or None when the sync goes on as in v2beta1 (``status`` then
+    carries ``restartCount``). Not while the job is suspended or finished."""
+    status["restartCount"] = ctx.attempt
+    if ctx.suspended or is_finished(status):
+        return None
+    if _older_objects_exist(ctx, ctx.attempt):
+        await _tear_down(ctx, ctx.attempt)
+        _workers_restarting(ctx, status)
+        return await write(status, []) or "restarting"
+    decision = _decision(ctx)
+    if decision is None:
+        return None
+    max_restarts = (ctx.failure_policy.max_restarts if ctx.failure_policy else None) or 0
+    if decision.action == c.ACTION_RESTART_JOB and ctx.attempt < max_restarts:
+        return await _restart(ctx, status, decision, write, metrics)
+    return await _fail(ctx, status, decision, max_restarts, write, metrics)
+
+
+def _older(ctx: JobContext, below: int) -> tuple[JSONDict | None, list[JSONDict]]:
+    """The launcher Job and workers of attempts before ``below`` (terminating ones included)."""
+    launcher = children.cached_launcher(ctx)
+    if launcher is not None and (not is_controlled_by(launcher, ctx.uid) or attempt_label(launcher) >= below):
+        launcher = None
+    return launcher, [p for p in workers.owned_workers(ctx) if attempt_label(p) < below]
+
+
+def _older_objects_exist(ctx: JobContext, below: int) -> bool:
+    launcher, old_workers = _older(ctx, below)
+    return launcher is not None or bool(old_workers)
+
+
+async def _tear_down(ctx: JobContext, below: int) -> None:
+    """Delete the PodGroup, and the launcher Job (foreground) and workers of attempts before ``below``; the SSH
+    Secret, the ConfigMap and the Service stay. Objects already terminating are left to finish."""
+    if ctx.shared.settings.gang is not None:
+        await gang.delete_pod_group(ctx)
+    launcher, old_workers = _older(ctx, below)
+    if launcher is not None:
+        await children.delete_launcher(ctx, launcher)
+    await workers.delete_all(ctx, old_workers)
+
+
+def _decision(ctx: JobContext) -> Decision | None:
+    """The rule that decides on the current attempt's failed pods: none once its launcher Job completed or ran out
+    of time (a restart never extends a deadline), as v2beta1 then ends the job."""
+    launcher = children.cached_launcher(ctx)
+    failed = job_condition(launcher, "Failed")
+    if job_condition(launcher, "Complete") is not None or (failed or {}).get("reason") == "DeadlineExceeded":
+        return None
+    pods = [(c.ROLE_WORKER, p) for p in workers.owned_workers(ctx) if attempt_label(p) == ctx.attempt
+            and (workers.worker_index(ctx.name, meta(p)["name"]) or 0) < ctx.worker_replicas]
+    pods += [(c.ROLE_LAUNCHER, p) for p in children.launcher_pods(ctx, launcher)]
+    return decide(ctx.failure_policy, pods) if ctx.failure_policy is not None else None
+
+
+def _workers_restarting(ctx: JobContext, status: JSONDict) -> None:
+    """WorkersReady False with reason MPIJobRestarting, and no worker ready, while the workers are recreated."""
+    if not ctx.worker_replicas and find_condition(status, c.CONDITION_WORKERS_READY) is None:
+        return
+    set_workers_ready(status, Readiness(c.CONDITION_FALSE, c.REASON_RESTARTING, RESTARTING_MESSAGE), ctx.now)
+    status[READY_WORKERS] = f"0/{ctx.worker_replicas}"
+
+
+async def _restart(ctx: JobContext, status: JSONDict, decision: Decision, write: Write,
+                   metrics: OperatorMetrics) -> str:
+    """The commit point, one status write (restartCount raised, Restarting, Running removed), then the event,
+    the metric and the teardown; the next attempt starts as a resumed job once the old objects are gone."""
+    attempt = ctx.attempt + 1
+    max_restarts = ctx.failure_policy.max_restarts if ctx.failure_policy else 0
+    message = truncate(f'restart {attempt}/{max_restarts} by rule "{decision.rule}": {decision.culprit}')
+    status["restartCount"] = attempt
+    # a restart before the last one's attempt ran: a new condition, not the old one's message kept
+    status["conditions"] = [cond for cond in status.get("conditions") or []
+                            if cond.get("type") != c.CONDITION_RESTARTING]
+    set_condition(status, c.CONDITION_RESTARTING, c.CONDITION_TRUE, c.REASON_RESTART_JOB, message, ctx.now)
+    status.pop("startTime", None)  # set again when the next attempt starts
+    _workers_restarting(ctx, status)
+    if gone := await write(status, [Event("Warning", c.REASON_RESTART_JOB, message)]):
+        return gone
+    ctx.shared.restarts[ctx.uid] = attempt
+    metrics.jobs_restarted.inc()
+    await _tear_down(ctx, attempt)
+    return "restarted"
+
+
+async def _fail(ctx: JobContext, status: JSONDict, decision: Decision, max_restarts: int,  # noqa: PLR0913, PLR0917
+                write: Write, metrics: OperatorMetrics) -> str:
+    """Failed with the rule's reason; the launcher is stopped now and cleanPodPolicy applies in the next sync, as
+    for an evicted job."""
+    job_ref = f"{ctx.namespace}/{ctx.name}"
+    if decision.action == c.ACTION_FAIL_JOB:
+        reason = c.REASON_FAIL_JOB
+        message = f'MPIJob {job_ref} has failed by rule "{decision.rule}": {decision.culprit}'
+    else:
+        reason = c.REASON_REACHED_MAX_RESTARTS
+        message = (f"MPIJob {job_ref} has failed: reached maxRestarts ({max_restarts}), "
+                   f'rule "{decision.rule}": {decision.culprit}')
+    message = truncate(message)
+    set_condition(status, c.CONDITION_FAILED, c.CONDITION_TRUE, reason, message, ctx.now)
+    status.setdefault("completionTime", ctx.now)
+    if gone := await write(status, [Event("Warning", reason, message)]):
+        return gone
+    metrics.jobs_failed.inc()
+    await children.stop_launcher(ctx, children.cached_launcher(ctx))
+    return "failed"

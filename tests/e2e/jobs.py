@@ -53,7 +53,7 @@ def upstream_pi(mpi: str, name: str, *, root: bool = False) -> JSON:
             if replica == "Worker":
                 container["command"] = ["/usr/sbin/sshd"] if container.get("command") else None
                 container["args"] = ["-De"] if container["command"] else ["/usr/sbin/sshd", "-De"]
-            elif mpi == "openmpi":
+            elif mpi.startswith("openmpi"):
                 container["args"] = ["--allow-run-as-root", *container["args"]]
     return job
 

@@ -81,8 +81,10 @@ def _leading_pod(cluster: RealNodeCluster, image: str) -> JSON | None:
 
 
 def _sleepy_pi() -> JSON:
-    """Upstream's pi example whose launcher waits before mpirun, so the job is mid-run during the switch."""
-    job = upstream_pi("openmpi", "pi")
+    """Upstream's pi example whose launcher waits before mpirun, so the job is mid-run during the switch.
+    On the Open MPI 4 image: the launcher is the Go operator's, whose environment Open MPI 5 ignores (its
+    ranks would all run on the launcher, kubeflow/mpi-operator#842), and a running launcher is kept as is."""
+    job = upstream_pi("openmpi4", "pi")
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     launcher["command"] = ["/bin/sh", "-c"]
     launcher["args"] = [f"sleep {LAUNCHER_SLEEP} && exec mpirun {' '.join(launcher['args'])}"]

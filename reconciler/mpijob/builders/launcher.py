@@ -58,7 +58,9 @@ def _mpi_env(implementation: str, slots: str) -> list[JSONDict]:
             _env("OMPI_MCA_orte_default_hostfile", HOSTFILE_PATH),
             _env("OMPI_MCA_plm_rsh_args", SSH_CONNECTION_ATTEMPTS),
             _env("OMPI_MCA_orte_set_default_slots", slots),
-            _env("PRTE_MCA_prte_keep_fqdn_hostnames", "true"),
+            # false: PRRTE then matches the launcher's own hostfile line (runLauncherAsWorker) by its short
+            # name instead of ssh'ing to itself, and still ssh's to the workers by their full names
+            _env("PRTE_MCA_prte_keep_fqdn_hostnames", "false"),
             _env("PRTE_MCA_prte_default_hostfile", HOSTFILE_PATH),
             _env("PRTE_MCA_plm_ssh_args", PRRTE_SSH_CONNECTION_ATTEMPTS),
             _env("PRTE_MCA_prte_set_default_slots", slots),

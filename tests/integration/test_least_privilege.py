@@ -1,9 +1,10 @@
 """Least privilege, proven (issue 7): the reconciler's roles grant exactly what it uses.
 
 The session reconciler runs under its ServiceAccount's token (tests/integration/operator_fixtures.py).
-Over the runs below (a job's whole lifecycle; the children's get-after-AlreadyExists paths provoked with
-foreign objects; drift of the Service and Secret repaired; gang scheduling with both PodGroup flavours
-and a PriorityClass, and with native gangs; a leader-elected reconciler in the lock namespace) the API
+Over the runs below (a job's whole lifecycle; a failurePolicy restart; the children's
+get-after-AlreadyExists paths provoked with foreign objects; drift of the Service and Secret repaired; gang
+scheduling with both PodGroup flavours and a PriorityClass, and with native gangs; a leader-elected
+reconciler in the lock namespace) the API
 server's audit log tells which verbs on which resources that ServiceAccount used. Compared with ``deploy/rbac``: nothing
 denied, nothing used that is not granted, and nothing granted that was never used unless
 ``KEPT_UNUSED`` says why it must stay.
@@ -175,6 +176,22 @@ def stale_start_time(jobs: Jobs, name: str) -> None:
     jobs.cluster.rest.request("PUT", path + "/status", {**job, "status": {**job["status"], "startTime": since}})
 
 
+def failure_policy_restart(jobs: Jobs) -> None:
+    """A job whose failurePolicy (kept in the v2-spec annotation) restarts it when a worker is disrupted: the
+    launcher Job is deleted (in the foreground) and made anew."""
+    policy = ('{"spec":{"runPolicy":{"failurePolicy":{"maxRestarts":1,"rules":[{"action":"RestartJob",'
+              '"name":"disrupted","onPodConditions":[{"status":"True","type":"DisruptionTarget"}]}]}}}}')
+    job = mpijob("restarts", 1, launcher_labels=HANG)
+    job["metadata"]["annotations"] = {"mpijobs.kubeflow.org/v2-spec": policy}
+    jobs.create(job)
+    jobs.wait_condition("restarts", "Running", timeout=90)
+    jobs.cluster.rest.request("PATCH", jobs.path("pods", "restarts-worker-0") + "/status", {"status": {
+        "phase": "Failed", "conditions": [{"type": "DisruptionTarget", "status": "True"}]}},
+        content_type="application/merge-patch+json")
+    wait_for(lambda: ((jobs.launcher("restarts") or {}).get("metadata") or {}).get("labels", {}).get(
+        "mpijobs.kubeflow.org/restart-attempt") == "1", timeout=60, what="the launcher Job of the next attempt")
+
+
 def lifecycle(jobs: Jobs) -> None:
     """Create, run, scale up and down, drift repaired, suspend, resume, succeed (cleanPodPolicy Running),
     delete: children go with the garbage collector."""
@@ -302,6 +319,7 @@ def runs(cluster: LocalCluster, reconciler: ReconcilerControl, tmp_path_factory:
         jobs = Jobs(cluster, plain)
         foreign_objects(jobs, credentials.username)
         lifecycle(jobs)
+        failure_policy_restart(jobs)
         cluster.kubectl("apply", "-f", str(PODGROUP_CRDS), check=True)  # Volcano's stand-in
         cluster.kubectl("wait", "--for=condition=Established", "-f", str(PODGROUP_CRDS), "--timeout=60s", check=True)
         install_crds(cluster, find_scheduler_plugins())  # scheduler-plugins' own

@@ -252,7 +252,7 @@ RECONCILER_GRANTS = {
     ("", "services"): {"create", "get", "list", "watch", "patch"},
     ("", "pods"): {"create", "get", "list", "watch", "delete"},
     ("", "events"): {"create"},
-    ("batch", "jobs"): {"create", "get", "list", "watch", "update", "patch"},
+    ("batch", "jobs"): {"create", "get", "list", "watch", "update", "patch", "delete"},  # a failurePolicy restart
     ("batch", "jobs/status"): {"update"},
     ("kubeflow.org", "mpijobs"): {"list", "watch"},
     ("kubeflow.org", "mpijobs/status"): {"update"},
@@ -284,8 +284,9 @@ def test_reconciler_cluster_role_grants_exactly_what_it_uses() -> None:
 
 
 def test_children_are_deleted_by_the_garbage_collector_not_by_us() -> None:
+    """But the launcher Job, which a failurePolicy restart deletes (docs/proposals/v2.md)."""
     grants = granted(one("ClusterRole", "mpi-operator")["rules"])
-    for child in (("", "configmaps"), ("", "secrets"), ("", "services"), ("batch", "jobs")):
+    for child in (("", "configmaps"), ("", "secrets"), ("", "services")):
         assert "delete" not in grants[child], child
     assert not any(group == "events.k8s.io" for group, _ in grants), "core events only"
 

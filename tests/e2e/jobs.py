@@ -3,10 +3,13 @@ waits and log checks the end-to-end tests share."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
 import re
 import time
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 import yaml
@@ -14,7 +17,7 @@ import yaml
 from hack.devcluster import LocalCluster
 from hack.devcluster.mpijobs import CPU_LIMIT, JSON, conditions, diagnostics, launcher_log, wait_finished
 from hack.devcluster.operator_deploy import NAMESPACE as OPERATOR_NAMESPACE
-from hack.devcluster.operator_deploy import RECONCILER
+from hack.devcluster.operator_deploy import RECONCILER, lease_holder
 from hack.devcluster.wait import wait_for
 from tests.reference import UPSTREAM_EXAMPLES
 
@@ -104,3 +107,39 @@ def wait_synced_again(cluster: LocalCluster, namespace: str, name: str, after: i
     is proven by a sync that saw the job, not by a guess at how long one takes."""
     wait_for(lambda: reconciler_syncs(cluster, namespace, name) > after, timeout=timeout, interval=0.5,
              what=f"another sync of {namespace}/{name}")
+
+
+def _rolled_out(cluster: LocalCluster, flag: str, with_flag: bool) -> bool:
+    """The reconciler's Deployment rolled out: one Running pod, with (or without) `flag`, holding the Lease."""
+    dep = cluster.rest.get(f"/apis/apps/v1/namespaces/{OPERATOR_NAMESPACE}/deployments/{RECONCILER}")
+    status = dep.get("status") or {}
+    pods = cluster.rest.get(f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/pods"
+                            f"?labelSelector=app.kubernetes.io/name={RECONCILER}")
+    running = [p for p in pods["items"] if not p["metadata"].get("deletionTimestamp")
+               and (p.get("status") or {}).get("phase") == "Running"
+               and (flag in p["spec"]["containers"][0].get("args", [])) == with_flag]
+    return (status.get("updatedReplicas") == status.get("replicas") == status.get("availableReplicas") == 1
+            and status.get("observedGeneration") == dep["metadata"]["generation"] and len(running) == len(
+                pods["items"]) == 1 and lease_holder(cluster).startswith(running[0]["metadata"]["name"]))
+
+
+def _set_reconciler_flag(cluster: LocalCluster, flag: str, on: bool) -> None:
+    dep = cluster.rest.get(f"/apis/apps/v1/namespaces/{OPERATOR_NAMESPACE}/deployments/{RECONCILER}")
+    args = [a for a in dep["spec"]["template"]["spec"]["containers"][0].get("args", []) if a != flag]
+    patch = [{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": [*args, flag] if on else args}]
+    cluster.kubectl("-n", OPERATOR_NAMESPACE, "patch", "deployment", RECONCILER, "--type=json",
+                    "-p", json.dumps(patch), check=True)
+    state = "with" if on else "without"
+    wait_for(lambda: _rolled_out(cluster, flag, on), 120, 0.5,
+             what=f"the reconciler rolled out {state} {flag}, leading")
+
+
+@contextlib.contextmanager
+def reconciler_flag(cluster: LocalCluster, flag: str) -> Iterator[None]:
+    """The deployed reconciler with `flag` added to its container's args, as an admin would edit the
+    Deployment (a rolling update), and without it again afterwards."""
+    _set_reconciler_flag(cluster, flag, True)
+    try:
+        yield
+    finally:
+        _set_reconciler_flag(cluster, flag, False)

@@ -1,6 +1,8 @@
 """``python -m reconciler render job.yaml``: every object the reconciler would create, with no cluster.
 
-It applies the same defaults and validation as the webhook and the reconciler, then prints, in the
+It takes kubeflow.org/v2beta1 and kubeflow.org/v2 MPIJobs (a v2 job's failurePolicy is checked as the webhook
+checks it, and its workers and launcher Job carry the first restart attempt's label, as the reconciler creates
+them). It applies the same defaults and validation as the webhook and the reconciler, then prints, in the
 order the reconciler creates them: the Service, the ConfigMap (hostfile, and ``discover_hosts.sh`` as it
 is before any worker runs), the SSH Secret (a placeholder instead of a key pair), the PodGroup (with
 ``--gang-scheduling``), the worker Pods and the launcher Job (with ``LauncherCreationPolicy:
@@ -33,9 +35,13 @@ from reconciler.mpijob.builders import (
     config_map_size_errors,
 )
 from reconciler.mpijob.builders.job_facts import worker_replicas
+from reconciler.mpijob.failure_policy import failure_policy_of, with_attempt
 from shared.api import MPIJob, defaulted_dict, parse_mpijob, validate
 from shared.api import constants as c
+from shared.api.conversion import convert
+from shared.api.failure_policy import version_errors
 from shared.api.field_errors import FieldError, capped
+from shared.api.v2types import MPIJobV2
 from shared.jsondict import JSONDict
 
 API_VERSIONS = {"Pod": "v1", "Service": "v1", "ConfigMap": "v1", "Secret": "v1", "Job": "batch/v1"}
@@ -60,17 +66,29 @@ def render_job(document: Any, *, cluster_domain: str = "", gang: GangScheduling 
     """The child objects of one MPIJob document; RenderError when it is not a valid MPIJob."""
     if not isinstance(document, dict) or document.get("kind") != c.KIND:
         kind = document.get("kind") if isinstance(document, dict) else type(document).__name__
-        raise RenderError(f"not an MPIJob (kind {kind!r}); expected apiVersion {c.API_VERSION}, kind {c.KIND}")
+        raise RenderError(f"not an MPIJob (kind {kind!r}); expected apiVersion {c.API_VERSION} or {c.API_VERSION_V2}, "
+                          f"kind {c.KIND}")
     given = document.get("metadata")
     metadata: JSONDict = given if isinstance(given, dict) else {}
     name = str(metadata.get("name", ""))
     metadata = {**metadata, "namespace": metadata.get("namespace") or "default", "uid": PLACEHOLDER_UID}
-    job, errors = parse_mpijob(defaulted_dict({**document, "metadata": metadata}))
+    document = {**document, "metadata": metadata}
+    model = MPIJobV2 if document.get("apiVersion") == c.API_VERSION_V2 else MPIJob
+    job, errors = parse_mpijob(defaulted_dict(document), model)
     if job is not None:
-        errors = validate(job) or config_map_size_errors(job, cluster_domain)
+        errors = validate(job) + version_errors(job, document) or config_map_size_errors(job, cluster_domain)
     if job is None or errors:
         raise RenderError(denial(name, errors))
-    return build_children(job, cluster_domain=cluster_domain, gang=gang)
+    return with_failure_policy(document, build_children(job, cluster_domain=cluster_domain, gang=gang))
+
+
+def with_failure_policy(document: JSONDict, objects: list[JSONDict]) -> list[JSONDict]:
+    """A job with a failurePolicy (v2, or v2beta1 with the annotation, as stored): the workers and the launcher
+    Job labelled with the first attempt, as the reconciler creates them."""
+    stored = convert(document, c.API_VERSION) if document.get("apiVersion") in c.API_VERSIONS else document
+    if failure_policy_of(stored) is None:
+        return objects
+    return [with_attempt(obj, 0) if obj["kind"] in ("Pod", "Job") else obj for obj in objects]
 
 
 def build_children(job: MPIJob, *, cluster_domain: str = "", gang: GangScheduling | None = None) -> list[JSONDict]:

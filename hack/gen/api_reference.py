@@ -19,29 +19,35 @@ import yaml
 if __package__ in (None, ""):  # run as `python hack/gen/api_reference.py`: make `hack.gen.apiref` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from hack.gen.apiref.markdown import render
+from hack.gen.apiref.markdown import render, render_v2
 from hack.gen.apiref.probes import collect
 from hack.gen.apiref.shapes import Schema, mismatches, type_docs
+from shared.api.types import MPIJob, MPIJobSpec
+from shared.api.v2types import MPIJobSpecV2, MPIJobV2
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 DEFAULT_OUTPUT = REPO_ROOT / "docs" / "api-reference.md"
 
 
-def load_schema(path: Path = CRD_FILE) -> Schema:
+def load_schema(path: Path = CRD_FILE, version: str = "v2beta1") -> Schema:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the CRD is about 520 kB
     crd = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
-    schema: Schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    schema: Schema = next(v for v in crd["spec"]["versions"] if v["name"] == version)["schema"]["openAPIV3Schema"]
     return schema
 
 
-def generate(schema: Schema) -> str:
-    """The page; ValueError when the models and the CRD disagree."""
-    problems = mismatches(schema)
+def generate(schema: Schema, v2_schema: Schema | None = None) -> str:
+    """The page, v2beta1 then what v2 adds; ValueError when the models and the CRD disagree."""
+    v2_schema = v2_schema if v2_schema is not None else load_schema(version="v2")
+    problems = mismatches(schema) + [f"v2: {p}" for p in mismatches(v2_schema, MPIJobV2)]
     if problems:
-        raise ValueError("the models (shared/api/types.py) and the CRD disagree:\n  " + "\n  ".join(problems))
+        raise ValueError("the models (shared/api/types.py, v2types.py) and the CRD disagree:\n  "
+                         + "\n  ".join(problems))
     docs = type_docs()
-    return render(docs, collect(docs), schema)
+    v2_docs = [d for d in type_docs(MPIJobV2) if d.model not in {MPIJobV2, MPIJobSpecV2, MPIJob, MPIJobSpec}
+               and all(d.model is not other.model for other in docs)]
+    return render(docs, collect(docs), schema) + "\n" + render_v2(v2_docs, v2_schema)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

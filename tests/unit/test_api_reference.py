@@ -157,3 +157,18 @@ def test_an_enum_or_default_mismatch_fails(schema: Schema, facts: dict[Path_, Fa
     assert default_mismatches(_tampered(schema, default), facts) == [
         "spec.slotsPerWorker: the CRD defaults to 2, we to {'': 1}"]
 
+
+
+def test_the_v2_section_checks_the_v2_models_against_the_v2_schema(schema: Schema) -> None:
+    v2 = load_schema(version="v2")
+
+    def extra_rule_field(s: Schema) -> None:
+        _node(s, "spec", "runPolicy", "failurePolicy", "rules", "[]")["properties"].update(
+            onNodeLost={"type": "boolean"})
+
+    with pytest.raises(ValueError, match=r"v2: spec\.runPolicy\.failurePolicy\.rules\.\[\]\.onNodeLost: in the CRD, "
+                                         "not in the model FailurePolicyRule"):
+        generate(schema, _tampered(v2, extra_rule_field))
+    page = generate(schema, v2)
+    assert page.count("\n## ") == 13  # the 8 types of v2beta1, then RunPolicy as v2 has it and the 4 it adds
+    assert "## FailurePolicyRule (v2)" in page

@@ -6,6 +6,7 @@ and review the diff.
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.render import PLACEHOLDER_UID, render_job
+from reconciler.render import PLACEHOLDER_UID, RenderError, render_job
+from shared.api.conversion import convert
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.yaml"))
@@ -103,3 +105,34 @@ def test_a_job_too_large_for_its_config_map_is_refused() -> None:
     assert result.returncode == 1
     assert "would need" in result.stderr
     assert "more than the 1048576 bytes a ConfigMap can hold" in result.stderr
+
+
+POLICY = {"maxRestarts": 3, "rules": [{"name": "disrupted", "action": "RestartJob",
+                                       "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+
+
+def test_a_v2_job_renders_as_its_v2beta1_self_with_the_first_attempt_labelled() -> None:
+    v2beta1 = yaml.safe_load((REPO_ROOT / "examples" / "pi-openmpi.yaml").read_text())
+    v2 = {**v2beta1, "apiVersion": "kubeflow.org/v2",
+          "spec": {**v2beta1["spec"], "runPolicy": {**v2beta1["spec"].get("runPolicy", {}), "failurePolicy": POLICY}}}
+    labelled = []
+    for obj in render_job(v2beta1):
+        if obj["kind"] in ("Pod", "Job"):
+            obj = copy.deepcopy(obj)
+            obj["metadata"]["labels"]["mpijobs.kubeflow.org/restart-attempt"] = "0"
+            if obj["kind"] == "Job":
+                obj["spec"]["template"]["metadata"]["labels"]["mpijobs.kubeflow.org/restart-attempt"] = "0"
+        labelled.append(obj)
+    assert render_job(v2) == labelled
+    stored = convert(v2, "kubeflow.org/v2beta1")  # as the API server stores it: the policy in the annotation
+    assert render_job(stored) == labelled
+
+
+def test_a_v2_job_is_judged_as_the_webhook_judges_it() -> None:
+    job = yaml.safe_load((REPO_ROOT / "examples" / "pi-openmpi.yaml").read_text())
+    job["apiVersion"] = "kubeflow.org/v2"
+    job["spec"].setdefault("runPolicy", {})["failurePolicy"] = {"rules": POLICY["rules"]}
+    with pytest.raises(RenderError) as raised:
+        render_job(job)
+    assert str(raised.value) == ('The MPIJob "pi-openmpi" is invalid: spec.runPolicy.failurePolicy.maxRestarts: '
+                                 "Required value: maxRestarts is required with a RestartJob rule")

@@ -116,12 +116,12 @@ def test_a_v2_job_renders_as_its_v2beta1_self_with_the_first_attempt_labelled() 
     v2 = {**v2beta1, "apiVersion": "kubeflow.org/v2",
           "spec": {**v2beta1["spec"], "runPolicy": {**v2beta1["spec"].get("runPolicy", {}), "failurePolicy": POLICY}}}
     labelled = []
-    for obj in render_job(v2beta1):
+    for rendered in render_job(v2beta1):
+        obj = copy.deepcopy(rendered)
         if obj["kind"] in ("Pod", "Job"):
-            obj = copy.deepcopy(obj)
             obj["metadata"]["labels"]["mpijobs.kubeflow.org/restart-attempt"] = "0"
-            if obj["kind"] == "Job":
-                obj["spec"]["template"]["metadata"]["labels"]["mpijobs.kubeflow.org/restart-attempt"] = "0"
+        if obj["kind"] == "Job":
+            obj["spec"]["template"]["metadata"]["labels"]["mpijobs.kubeflow.org/restart-attempt"] = "0"
         labelled.append(obj)
     assert render_job(v2) == labelled
     stored = convert(v2, "kubeflow.org/v2beta1")  # as the API server stores it: the policy in the annotation

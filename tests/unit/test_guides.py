@@ -26,6 +26,11 @@ def _mpijobs(path: Path) -> list[Any]:
             if isinstance(d, dict) and d.get("kind") == c.KIND]
 
 
+def test_the_user_guide_has_a_v2_example_with_a_failure_policy() -> None:
+    v2 = [p.values[0] for p in _mpijobs(USER_GUIDE) if p.values[0]["apiVersion"] == c.API_VERSION_V2]
+    assert [job["spec"]["runPolicy"]["failurePolicy"]["maxRestarts"] for job in v2] == [3]
+
+
 def test_the_user_guide_has_an_example_of_each_implementation() -> None:
     implementations = {p.values[0]["spec"].get("mpiImplementation", c.OPENMPI) for p in _mpijobs(USER_GUIDE)}
     assert implementations == set(c.MPI_IMPLEMENTATIONS)
@@ -33,8 +38,9 @@ def test_the_user_guide_has_an_example_of_each_implementation() -> None:
 
 @pytest.mark.parametrize("job", _mpijobs(USER_GUIDE))
 def test_user_guide_mpijobs_pass_the_webhook_without_warnings(job: dict[str, Any]) -> None:
+    version = str(job.get("apiVersion", c.API_VERSION)).rpartition("/")[2]  # v2 is judged as v2 (failurePolicy)
     request = {"uid": "0", "operation": "CREATE", "object": job,
-               "kind": {"group": c.GROUP, "version": c.VERSION, "kind": c.KIND}}
+               "kind": {"group": c.GROUP, "version": version, "kind": c.KIND}}
     admission = validate_request(request)
     assert [str(e) for e in admission.errors] == []
     assert admission.response.get("warnings") is None

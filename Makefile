@@ -57,7 +57,7 @@ testbin:
 	@bash hack/build/build-testbin.sh >/dev/null
 
 # The real node's binaries (kubelet, CoreDNS; containerd & co. from Debian) and the images it runs
-# (pause, mpi-pi:{openmpi,mpich,intel}, our webhook and reconciler from their Dockerfiles via buildah),
+# (pause, mpi-pi:{openmpi,openmpi4,mpich,intel}, our webhook and reconciler from their Dockerfiles via buildah),
 # cached under ~/.cache/mpijob-operator; a no-op when cached. Needs Linux and root: skipped otherwise.
 node-images: testbin
 	@if [ "$$(uname -s)" = Linux ] && [ "$$(id -u)" = 0 ]; then \

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from reconciler.mpijob.builders.job_facts import is_suspended, run_policy_of, worker_replicas
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import Cluster, record_events
-from reconciler.mpijob.failure_policy import with_attempt
+from reconciler.mpijob.failure_policy import Tombstones, with_attempt
 from reconciler.mpijob.priorities import PriorityClassCache
 from reconciler.mpijob.sshkeys import SSHKeyPair
 from reconciler.mpijob.status import Event
@@ -39,6 +39,7 @@ class Shared:
     # the restart count this process last wrote, by MPIJob uid: a cache that does not show that write yet must
     # not make the attempt it ended look current (restarts.py)
     restarts: dict[str, int] = field(default_factory=dict)
+    tombstones: Tombstones = field(default_factory=Tombstones)  # failed pods removed before a sync saw them
     writes: asyncio.Semaphore = field(init=False)  # ``settings.max_concurrent_writes`` slots, for all the syncs
 
     def __post_init__(self) -> None:

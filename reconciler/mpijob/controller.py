@@ -85,6 +85,7 @@ class Controller:
         """A deleted job's bookkeeping goes with it: a job re-created under its name starts afresh."""
         name = str(meta(job).get("name", ""))
         self.reconciler.shared.settler.forget(str(meta(job).get("uid", "")))
+        self.reconciler.shared.tombstones.forget(str(meta(job).get("namespace", "")), name)
         self.reconciler.shared.expectations.forget(str(meta(job).get("namespace", "")),
                                             lambda pod: worker_index(name, pod) is not None)
 
@@ -92,6 +93,8 @@ class Controller:
         obj = new if new is not None else old
         if obj is None or (old is not None and new is not None and _same(old, new)):
             return
+        if new is None and obj.get("kind") == "Pod":  # a failurePolicy evaluates a failed pod even once it is gone
+            self.reconciler.shared.tombstones.keep(obj)
         ref = controller_of(obj)
         namespace = meta(obj).get("namespace", "")
         if ref is not None and ref.get("kind") == "Job":  # a launcher pod: its Job leads to the MPIJob

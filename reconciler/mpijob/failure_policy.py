@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shared.api import constants as c
 from shared.api.conversion import lifted_failure_policy
@@ -153,3 +153,37 @@ def decide(policy: FailurePolicy, pods: Iterable[tuple[str, JSONDict]]) -> Decis
             _, name, role, cause = min(matches)
             return Decision(str(rule.name), str(rule.action), role, name, cause)
     return None
+
+
+@dataclass
+class Tombstones:
+    """Pods of jobs with a failurePolicy that the watch saw removed in a state a rule evaluates (failed, or being
+    deleted with DisruptionTarget), kept in memory until a sync of their job has evaluated them: a pod removed
+    before any sync saw it still counts (docs/proposals/v2.md, "Which pod failures are evaluated", case 3)."""
+
+    _pods: dict[tuple[str, str], dict[str, JSONDict]] = field(default_factory=dict)
+
+    def keep(self, pod: JSONDict) -> None:
+        metadata = pod.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        if c.RESTART_ATTEMPT_LABEL in labels and is_evaluated(pod):
+            key = (str(metadata.get("namespace", "")), str(labels.get(c.LABEL_JOB_NAME, "")))
+            self._pods.setdefault(key, {})[str(metadata.get("name", ""))] = pod
+
+    def of(self, namespace: str, job: str) -> list[JSONDict]:
+        """The removed pods of a job, by name."""
+        pods = self._pods.get((namespace, job), {})
+        return [pods[name] for name in sorted(pods)]
+
+    def evaluated(self, namespace: str, job: str, pods: list[JSONDict]) -> None:
+        """These pods were evaluated (or are of no concern any more): forgotten, unless removed again since."""
+        kept = self._pods.get((namespace, job), {})
+        for pod in pods:
+            name = str((pod.get("metadata") or {}).get("name", ""))
+            if kept.get(name) is pod:
+                del kept[name]
+        if not kept:
+            self._pods.pop((namespace, job), None)
+
+    def forget(self, namespace: str, job: str) -> None:
+        self._pods.pop((namespace, job), None)

@@ -42,15 +42,24 @@ def job_context(job: MPIJob, cached: JSONDict, now: str, shared: Shared) -> JobC
 
 async def run_failure_policy(ctx: JobContext, status: JSONDict, write: Write, metrics: OperatorMetrics) -> str | None:
     """Apply the failurePolicy: what happened, or None when the sync goes on as in v2beta1 (``status`` then
-    carries ``restartCount``). Not while the job is suspended or finished."""
+    carries ``restartCount``). Not while the job is suspended or finished. The removed pods its watch kept are
+    forgotten once this sync has judged them (not when it fails: the next one judges them again)."""
     status["restartCount"] = ctx.attempt
-    if ctx.suspended or is_finished(status):
+    removed = ctx.shared.tombstones.of(ctx.namespace, ctx.name)
+    outcome = await _apply(ctx, status, write, metrics, removed)
+    ctx.shared.tombstones.evaluated(ctx.namespace, ctx.name, removed)
+    return outcome
+
+
+async def _apply(ctx: JobContext, status: JSONDict, write: Write, metrics: OperatorMetrics,
+                 removed: list[JSONDict]) -> str | None:
+    if ctx.suspended or is_finished(status):  # pods deleted by a suspension are no failures
         return None
     if _older_objects_exist(ctx, ctx.attempt):
         await _tear_down(ctx, ctx.attempt)
         _workers_restarting(ctx, status)
         return await write(status, []) or "restarting"
-    decision = _decision(ctx)
+    decision = _decision(ctx, removed)
     if decision is None:
         return None
     max_restarts = (ctx.failure_policy.max_restarts if ctx.failure_policy else None) or 0
@@ -83,17 +92,29 @@ async def _tear_down(ctx: JobContext, below: int) -> None:
     await workers.delete_all(ctx, old_workers)
 
 
-def _decision(ctx: JobContext) -> Decision | None:
-    """The rule that decides on the current attempt's failed pods: none once its launcher Job completed or ran out
-    of time (a restart never extends a deadline), as v2beta1 then ends the job."""
+def _decision(ctx: JobContext, removed: list[JSONDict]) -> Decision | None:
+    """The rule that decides on the current attempt's failed pods, those the watch saw removed included: none
+    once its launcher Job completed or ran out of time (a restart never extends a deadline), as v2beta1 then
+    ends the job."""
     launcher = children.cached_launcher(ctx)
     failed = job_condition(launcher, "Failed")
     if job_condition(launcher, "Complete") is not None or (failed or {}).get("reason") == "DeadlineExceeded":
         return None
-    pods = [(c.ROLE_WORKER, p) for p in workers.owned_workers(ctx) if attempt_label(p) == ctx.attempt
-            and (workers.worker_index(ctx.name, meta(p)["name"]) or 0) < ctx.worker_replicas]
+    pods = [(c.ROLE_WORKER, p) for p in [*workers.owned_workers(ctx), *_roles(removed, c.ROLE_WORKER)]
+            if attempt_label(p) == ctx.attempt and _indexed(ctx, p)]
     pods += [(c.ROLE_LAUNCHER, p) for p in children.launcher_pods(ctx, launcher)]
+    pods += [(c.ROLE_LAUNCHER, p) for p in _roles(removed, c.ROLE_LAUNCHER) if attempt_label(p) == ctx.attempt]
     return decide(ctx.failure_policy, pods) if ctx.failure_policy is not None else None
+
+
+def _roles(pods: list[JSONDict], role: str) -> list[JSONDict]:
+    return [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(c.LABEL_JOB_ROLE) == role]
+
+
+def _indexed(ctx: JobContext, pod: JSONDict) -> bool:
+    """A worker of an index below ``replicas`` (one removed by a scale-down is no failure)."""
+    index = workers.worker_index(ctx.name, meta(pod)["name"])
+    return index is not None and index < ctx.worker_replicas
 
 
 def _workers_restarting(ctx: JobContext, status: JSONDict) -> None:

@@ -33,11 +33,6 @@ def restarting_pi(name: str) -> JSON:
     launcher["command"], launcher["args"] = ["sh", "-c", WAIT_ON_FIRST_ATTEMPT, "sh", *launcher["args"]], None
     launcher.setdefault("env", []).append({"name": "RESTART_ATTEMPT", "valueFrom": {
         "fieldRef": {"fieldPath": f"metadata.labels['{ATTEMPT}']"}}})
-    # The evicted worker stays Terminating for a few seconds: a sync sees it being deleted with its condition
-    # whatever the node's pace (a pod already gone when the job is next synced is not evaluated: the proposal's
-    # case 3, "removed before a sync evaluated it", is not implemented).
-    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    worker["lifecycle"] = {"preStop": {"exec": {"command": ["sleep", "5"]}}}
     return job
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from reconciler.mpijob.failure_policy import (
     Decision,
+    Tombstones,
     attempt_label,
     current_attempt,
     decide,
@@ -171,3 +172,26 @@ def test_the_attempt_label_goes_on_the_object_and_its_pod_template() -> None:
     assert job["metadata"]["labels"] == {"a": "b"}  # a copy
     assert with_attempt({"metadata": {"name": "w"}, "spec": {"containers": []}}, 0) == {
         "metadata": {"name": "w", "labels": {"mpijobs.kubeflow.org/restart-attempt": "0"}}, "spec": {"containers": []}}
+
+
+def test_tombstones_keep_the_removed_pods_a_rule_evaluates_until_a_sync_judged_them() -> None:
+    def labelled(name: str, phase: str, job: str = "pi", attempt: bool = True) -> JSON:
+        found = pod(name, phase)
+        found["metadata"].update(namespace="ns", labels={"training.kubeflow.org/job-name": job, **(
+            {"mpijobs.kubeflow.org/restart-attempt": "0"} if attempt else {})})
+        return found
+
+    tombstones = Tombstones()
+    failed, other_job = labelled("pi-worker-1", "Failed"), labelled("x-worker-0", "Failed", job="x")
+    for removed in (failed, other_job, labelled("pi-worker-0", "Running"),
+                    labelled("pi-worker-2", "Failed", attempt=False)):  # no failurePolicy: never kept
+        tombstones.keep(removed)
+    assert tombstones.of("ns", "pi") == [failed]
+    again = labelled("pi-worker-1", "Failed")
+    tombstones.keep(again)  # removed again after the sync read the first one: judged next time
+    tombstones.evaluated("ns", "pi", [failed])
+    assert tombstones.of("ns", "pi") == [again]
+    tombstones.evaluated("ns", "pi", [again])
+    assert tombstones.of("ns", "pi") == []
+    tombstones.forget("ns", "x")
+    assert tombstones.of("ns", "x") == []

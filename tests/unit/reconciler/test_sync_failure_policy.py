@@ -5,19 +5,23 @@ ReachedMaxRestarts, no rule satisfied as v2beta1, a cache behind our own write a
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from reconciler.mpijob import builders
+from reconciler.mpijob.caches import slim_pod
 from reconciler.mpijob.context import Shared
+from reconciler.mpijob.controller import Controller
+from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.failure_policy import with_attempt
 from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.status import Event
 from reconciler.mpijob.sync import Reconciler
 from reconciler.runtime.api_resources import JOBS, PODS
-from reconciler.runtime.client import ApiError
+from reconciler.runtime.client import ApiError, KubeClient
+from reconciler.runtime.workqueue import WorkQueue
 from reconciler.settings import Settings
 from shared.api.conversion import canonical_json
 from shared.jsondict import JSONDict
@@ -250,3 +254,59 @@ async def test_running_again_flips_restarting_to_false_and_keeps_its_cause() -> 
     written = world.cluster.status_written()
     assert written["conditions"][1:] == [created_condition(), {**RESTARTING, "status": "False"}, RUNNING]
     assert (written["startTime"], written["restartCount"], written["readyWorkers"]) == (T, 1, "2/2")
+
+
+def removed_worker(world: World) -> JSONDict:
+    """Worker 1, evicted, as the watch last delivered it, then removed from the API (and the cache)."""
+    pod = copy.deepcopy(world.cluster.server[("pods", "default", "test-worker-1")])
+    pod["status"] = evicted()
+    slim = slim_pod(pod)
+    assert slim is not None
+    del world.cluster.server[("pods", "default", "test-worker-1")]
+    world.cluster.catch_up()
+    world.reconciler.shared.tombstones.keep(slim)
+    return slim
+
+
+async def test_a_failed_worker_removed_before_any_sync_saw_it_still_restarts_the_job() -> None:
+    world = World(policy_job(status=running_status()))
+    world.add_dependencies()
+    add_attempt(world, 0)
+    removed_worker(world)
+    world.cluster.failures[("update_status", "mpijobs")] = ApiError(409, "Conflict", "changed")
+    with pytest.raises(ApiError):
+        await world.sync()
+    assert world.reconciler.shared.tombstones.of("default", "test") != [], "kept for the next sync"
+    del world.cluster.failures[("update_status", "mpijobs")]
+    assert await world.sync() == "restarted"
+    assert world.cluster.events == [Event("Warning", "RestartJobFailurePolicyAction", RESTART_MESSAGE)]
+    assert world.reconciler.shared.tombstones.of("default", "test") == []
+
+
+async def test_a_worker_removed_while_suspended_is_no_failure() -> None:
+    world = World(policy_job(status=running_status()))
+    world.add_dependencies()
+    add_attempt(world, 0)
+    removed_worker(world)
+    suspended = copy.deepcopy(world.cluster.server[("mpijobs", "default", "test")])
+    suspended["spec"]["runPolicy"]["suspend"] = True
+    world.cluster.given(MPIJOBS, suspended)
+    await world.sync()
+    assert [e.reason for e in world.cluster.events if e.type == "Warning"] == []
+    assert world.reconciler.shared.tombstones.of("default", "test") == []
+
+
+async def test_the_controller_keeps_a_removed_failed_pod_until_the_job_is_deleted() -> None:
+    world = World()
+    controller = Controller(cast(KubeClient, None), world.reconciler, WorkQueue())  # its stores are the caches
+    world.job = policy_job(status=running_status())
+    world.cluster.given(MPIJOBS, world.job)
+    world.add_dependencies()
+    add_attempt(world, 0)
+    gone = copy.deepcopy(world.cluster.server[("pods", "default", "test-worker-1")])
+    gone["status"] = evicted()
+    slim = slim_pod(gone)
+    controller._on_child(slim, None)  # the informer's delete event
+    assert world.reconciler.shared.tombstones.of("default", "test") == [slim]
+    controller._on_mpijob(world.caches.mpijobs.delete("default", "test"), None)
+    assert world.reconciler.shared.tombstones.of("default", "test") == []

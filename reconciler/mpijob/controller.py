@@ -86,6 +86,7 @@ class Controller:
         name = str(meta(job).get("name", ""))
         self.reconciler.shared.settler.forget(str(meta(job).get("uid", "")))
         self.reconciler.shared.tombstones.forget(str(meta(job).get("namespace", "")), name)
+        self.reconciler.shared.restarts.pop(str(meta(job).get("uid", "")), None)
         self.reconciler.shared.expectations.forget(str(meta(job).get("namespace", "")),
                                             lambda pod: worker_index(name, pod) is not None)
 

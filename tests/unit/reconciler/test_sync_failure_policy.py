@@ -296,7 +296,7 @@ async def test_a_worker_removed_while_suspended_is_no_failure() -> None:
     assert world.reconciler.shared.tombstones.of("default", "test") == []
 
 
-async def test_the_controller_keeps_a_removed_failed_pod_until_the_job_is_deleted() -> None:
+async def test_the_controller_keeps_a_removed_failed_pod_and_forgets_it_and_the_count_with_the_job() -> None:
     world = World()
     controller = Controller(cast(KubeClient, None), world.reconciler, WorkQueue())  # its stores are the caches
     world.job = policy_job(status=running_status())
@@ -308,5 +308,9 @@ async def test_the_controller_keeps_a_removed_failed_pod_until_the_job_is_delete
     slim = slim_pod(gone)
     controller._on_child(slim, None)  # the informer's delete event
     assert world.reconciler.shared.tombstones.of("default", "test") == [slim]
+    assert await world.sync() == "restarted"
+    assert world.reconciler.shared.restarts == {"job-uid": 1}
+    controller._on_child(slim, None)
     controller._on_mpijob(world.caches.mpijobs.delete("default", "test"), None)
     assert world.reconciler.shared.tombstones.of("default", "test") == []
+    assert world.reconciler.shared.restarts == {}, "a deleted job's bookkeeping goes with it"

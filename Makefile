@@ -19,7 +19,9 @@ help:
 	@echo "make cluster-down  stop it"
 	@echo "make e2e-up        a local control plane plus a real node (kubelet, containerd) running our images and operator"
 	@echo "make e2e-down      stop it; make e2e: the real-node end-to-end tests alone"
-	@echo "make crd           regenerate deploy/crds/kubeflow.org_mpijobs.yaml"
+	@echo "make crd           regenerate deploy/crds/kubeflow.org_mpijobs.yaml (and the Helm chart's copy)"
+	@echo "make chart         copy the CRD and the fixed RBAC of deploy/ into the Helm chart, deploy/chart/mpi-operator"
+	@echo "make helm          build Helm (helm.sh/helm/v4) from the Go module proxy, cached (hack/build/build-helm.sh)"
 	@echo "make lock          regenerate the pinned dependencies, requirements/*.txt, after a change in pyproject.toml"
 	@echo "make bench-webhook webhook server benchmark (B2); make bench-admission: through the API server (B0/B1)"
 	@echo "make bench-reconciler  pod-create ceiling, time to all workers created, API writes per job (B0/B3/B5)"
@@ -100,10 +102,16 @@ kueue:
 scheduler-plugins:
 	@if command -v go >/dev/null; then bash hack/build/build-scheduler-plugins.sh >/dev/null; else echo "scheduler-plugins: no Go, the coscheduling tests will be skipped"; fi
 
+# Helm (helm.sh/helm/v4) for tests/unit/test_chart.py and `helm install` from a checkout, built from the Go
+# module proxy and cached beside the control-plane binaries; without Go the chart tests are skipped.
+.PHONY: helm
+helm:
+	@if command -v go >/dev/null; then bash hack/build/build-helm.sh >/dev/null; else echo "helm: no Go, the chart tests will be skipped"; fi
+
 integration: $(STAMP) testbin peer-bin kueue scheduler-plugins
 	$(VENV)/bin/pytest tests/integration
 
-test: $(STAMP) testbin peer-bin kueue scheduler-plugins node-images lint
+test: $(STAMP) testbin peer-bin kueue scheduler-plugins helm node-images lint
 	$(VENV)/bin/pytest
 
 # The full fault suite: every test marked `faults` (a plain `pytest` leaves them out; `make test` runs
@@ -124,6 +132,13 @@ demo: $(STAMP) testbin node-images
 
 crd: $(STAMP)
 	$(PY) hack/gen/crd.py
+	$(PY) hack/gen/chart.py
+
+# The Helm chart's copies of deploy/'s fixed objects (the CRD in its crds/, the ClusterRoles), with kustomize's
+# labels; tests/unit/test_chart.py fails when they, or any object the chart renders, differ from the base.
+.PHONY: chart
+chart: $(STAMP)
+	$(PY) hack/gen/chart.py
 
 .PHONY: api-reference
 api-reference: $(STAMP)  ## regenerate docs/api-reference.md from the API models

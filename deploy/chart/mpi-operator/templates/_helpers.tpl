@@ -1,0 +1,64 @@
+{{/* The label kustomize adds to every object of deploy/ (deploy/kustomization.yaml). */}}
+{{- define "mpi-operator.partOf" -}}
+app.kubernetes.io/part-of: mpijob-operator
+{{- end }}
+
+{{/* An image reference from {repository, tag}. */}}
+{{- define "mpi-operator.image" -}}
+{{ .repository }}:{{ .tag }}
+{{- end }}
+
+{{/* The webhook configurations' certificate: cert-manager's injection annotation, or nothing. */}}
+{{- define "mpi-operator.injectCA" -}}
+{{- if eq .Values.certificates.mode "cert-manager" }}
+  annotations:
+    cert-manager.io/inject-ca-from: mpi-operator/mpijob-webhook
+{{- end }}
+{{- end }}
+
+{{/* A webhook's clientConfig for PATH, with the built-in caBundle when that mode is chosen. */}}
+{{- define "mpi-operator.clientConfig" -}}
+clientConfig:
+  service:
+    name: mpijob-webhook
+    namespace: mpi-operator
+    path: {{ .path }}
+    port: 443
+  {{- if eq .root.Values.certificates.mode "builtIn" }}
+  caBundle: {{ .root.Values.certificates.builtIn.caBundle | trim | quote }}
+  {{- end }}
+{{- end }}
+
+{{/* The reconciler's container arguments: those of deploy/ first, then each flag that is set. */}}
+{{- define "mpi-operator.reconcilerArgs" -}}
+{{- $r := .Values.reconciler -}}
+- --lock-namespace={{ $r.lockNamespace }}
+- --monitoring-port={{ $r.monitoringPort }}
+{{- with $r.namespace }}
+- --namespace={{ . }}
+{{- end }}
+{{- with $r.clusterDomain }}
+- --cluster-domain={{ . }}
+{{- end }}
+{{- with $r.gangScheduling }}
+- --gang-scheduling={{ . }}
+{{- end }}
+{{- if not (kindIs "invalid" $r.threadiness) }}
+- --threadiness={{ $r.threadiness }}
+{{- end }}
+{{- if not (kindIs "invalid" $r.kubeApiQPS) }}
+- --kube-api-qps={{ $r.kubeApiQPS }}
+{{- end }}
+{{- if not (kindIs "invalid" $r.kubeApiBurst) }}
+- --kube-api-burst={{ $r.kubeApiBurst }}
+{{- end }}
+{{- with $r.logLevel }}
+- --log-level={{ . }}
+{{- end }}
+{{- with $r.logFormat }}
+- --log-format={{ . }}
+{{- end }}
+{{- range $r.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}

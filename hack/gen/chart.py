@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Copy the chart's fixed objects from the kustomize base, deploy/, into deploy/chart/mpi-operator.
+
+The CRD (into the chart's crds/, which Helm installs but never templates, upgrades or deletes), the reconciler's
+ClusterRole and the aggregated user roles have no values, so the chart holds copies of deploy/'s files, each
+object given the labels deploy/kustomization.yaml adds; the files keep their comments. `--check` exits 1 when
+a copy is stale. tests/unit/test_chart.py compares every object the chart renders with kustomize's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = REPO_ROOT / "deploy"
+CHART = DEPLOY / "chart" / "mpi-operator"
+COPIES = {  # source in deploy/ -> copy in the chart
+    "crds/kubeflow.org_mpijobs.yaml": "crds/kubeflow.org_mpijobs.yaml",
+    "rbac/cluster-role.yaml": "templates/cluster-role.yaml",
+    "rbac/user-roles.yaml": "templates/user-roles.yaml",
+}
+
+
+def common_labels(kustomization: Path) -> dict[str, str]:
+    """The label pairs a kustomization adds to every object's metadata."""
+    spec = yaml.safe_load(kustomization.read_text(encoding="utf-8"))
+    labels: dict[str, str] = {}
+    for entry in spec.get("labels", []):
+        labels.update(entry.get("pairs", {}))
+    return labels
+
+
+def _label_document(lines: list[str], labels: dict[str, str]) -> list[str]:
+    """One YAML document's lines with LABELS added under its top-level metadata (block style, two spaces)."""
+    start = lines.index("metadata:")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i] and not lines[i].startswith((" ", "#"))),
+               len(lines))
+    entries = [f"    {key}: {yaml.safe_dump(value).splitlines()[0]}" for key, value in labels.items()]
+    if "  labels:" in lines[start:end]:
+        at = lines.index("  labels:", start, end) + 1
+        return [*lines[:at], *entries, *lines[at:]]
+    return [*lines[:start + 1], "  labels:", *entries, *lines[start + 1:]]
+
+
+def labelled(text: str, labels: dict[str, str], source: str) -> str:
+    """TEXT (YAML documents separated by `---` lines) with LABELS in every document, under a header naming SOURCE."""
+    documents: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line == "---":
+            documents.append([])
+        else:
+            documents[-1].append(line)
+    out = [f"# Copied from deploy/{source} by hack/gen/chart.py (`make chart`); DO NOT EDIT."]
+    for i, document in enumerate(documents):
+        if i:
+            out.append("---")
+        out.extend(_label_document(document, labels))
+    return "\n".join(out) + "\n"
+
+
+def expected() -> dict[Path, str]:
+    labels = common_labels(DEPLOY / "kustomization.yaml")
+    return {CHART / copy: labelled((DEPLOY / source).read_text(encoding="utf-8"), labels, source)
+            for source, copy in COPIES.items()}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="exit 1 with a diff if a copy is not up to date")
+    args = parser.parse_args(argv)
+    stale = 0
+    for path, text in expected().items():
+        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        if current == text:
+            continue
+        if args.check:
+            stale += 1
+            sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), text.splitlines(True),
+                                                       str(path.relative_to(REPO_ROOT)), "expected", n=1))
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    if stale:
+        print(f"gen_chart: {stale} stale file(s); run `make chart`", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

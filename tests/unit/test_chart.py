@@ -1,0 +1,265 @@
+"""The Helm chart deploy/chart/mpi-operator: its default values render exactly the objects of `kubectl
+kustomize deploy/`, each value changes exactly what it should, and values.schema.json refuses bad values with
+a message naming the value. Needs helm (hack/build/build-helm.sh, from the Go module proxy) and kubectl
+(the control-plane binaries); skipped, saying why, without them."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hack.devcluster import HarnessError
+from hack.devcluster.binaries import find_bin_dir
+from hack.devcluster.helm import CHART, HelmError, find_helm, helm, render_chart, value_flags
+from hack.gen import chart as gen_chart
+
+ROOT = Path(__file__).resolve().parents[2]
+Doc = dict[str, Any]
+Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
+WEBHOOK = ("Deployment", "mpi-operator", "mpijob-webhook")
+RECONCILER = ("Deployment", "mpi-operator", "mpi-operator")
+MUTATING = ("MutatingWebhookConfiguration", "", "mpijob-webhook")
+VALIDATING = ("ValidatingWebhookConfiguration", "", "mpijob-webhook")
+NAMESPACE = ("Namespace", "", "mpi-operator")
+LEASE_ROLES = (("Role", "mpi-operator", "mpi-operator-leader-election"),
+               ("RoleBinding", "mpi-operator", "mpi-operator-leader-election"))
+CERT_MANAGER = (("Issuer", "mpi-operator", "mpijob-selfsigned"), ("Issuer", "mpi-operator", "mpijob-ca"),
+                ("Certificate", "mpi-operator", "mpijob-webhook-ca"), ("Certificate", "mpi-operator", "mpijob-webhook"))
+TLS_SECRET = ("Secret", "mpi-operator", "mpijob-webhook-tls")
+CONTAINER = "spec.template.spec.containers[0]"
+CA_BUNDLE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
+
+
+@cache
+def helm_binary() -> Path:
+    try:
+        return find_helm()
+    except HarnessError as exc:
+        pytest.skip(f"helm is not available: {exc}")
+
+
+@cache
+def kubectl() -> str:
+    on_path = shutil.which("kubectl")
+    if on_path:
+        return on_path
+    try:
+        return str(find_bin_dir() / "kubectl")
+    except HarnessError as exc:
+        pytest.skip(f"kubectl (for `kubectl kustomize`) is not available: {exc}")
+
+
+def by_key(objects: list[Doc]) -> dict[Key, Doc]:
+    keyed = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects}
+    assert len(keyed) == len(objects), "two objects with the same kind, namespace and name"
+    return keyed
+
+
+@cache
+def kustomize_base() -> dict[Key, Doc]:
+    proc = subprocess.run([kubectl(), "kustomize", str(ROOT / "deploy")], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    return by_key([d for d in yaml.safe_load_all(proc.stdout) if d])
+
+
+def render(flags: tuple[str, ...] = ()) -> dict[Key, Doc]:
+    return by_key(render_chart(helm_binary(), flags))
+
+
+@cache
+def default_render() -> dict[Key, Doc]:
+    return render()
+
+
+def differences(old: Any, new: Any, path: str = "") -> Iterator[str]:
+    """The paths (a.b[0].c) where NEW differs from OLD: a changed leaf, an added or removed key or item."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(old.keys() | new.keys()):
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in old or key not in new:
+                yield sub
+            else:
+                yield from differences(old[key], new[key], sub)
+    elif isinstance(old, list) and isinstance(new, list):
+        for i in range(max(len(old), len(new))):
+            if i >= len(old) or i >= len(new):
+                yield f"{path}[{i}]"
+            else:
+                yield from differences(old[i], new[i], f"{path}[{i}]")
+    elif old != new:
+        yield path
+
+
+def changes(before: dict[Key, Doc], after: dict[Key, Doc]) -> dict[Key, set[str]]:
+    """Per object, what changed: {"(added)"} or {"(removed)"} for a whole object, else the changed paths."""
+    out: dict[Key, set[str]] = {}
+    for key in before.keys() | after.keys():
+        if key not in after:
+            out[key] = {"(removed)"}
+        elif key not in before:
+            out[key] = {"(added)"}
+        elif paths := set(differences(before[key], after[key])):
+            out[key] = paths
+    return out
+
+
+def test_chart_copies_of_the_base_are_up_to_date() -> None:
+    assert gen_chart.main(["--check"]) == 0, "the chart's copies of deploy/ are stale: run `make chart`"
+
+
+def test_default_values_render_the_kustomize_base_object_by_object() -> None:
+    base, chart = kustomize_base(), default_render()
+    assert sorted(chart) == sorted(base)
+    differing = {key: sorted(differences(base[key], chart[key])) for key in base if base[key] != chart[key]}
+    assert differing == {}, f"objects the chart renders differently from `kubectl kustomize deploy/`: {differing}"
+
+
+def test_crds_are_in_the_charts_crds_directory() -> None:
+    """Helm installs crds/ before the templates and never upgrades or deletes it; no template holds a CRD."""
+    without_crds = by_key([d for d in yaml.safe_load_all(helm(helm_binary(), "template", "x", str(CHART))) if d])
+    crds = {key for key in default_render() if key[0] == "CustomResourceDefinition"}
+    assert crds == {("CustomResourceDefinition", "", "mpijobs.kubeflow.org")}
+    assert not crds & without_crds.keys()
+
+
+VALUE_CASES: list[tuple[str, dict[str, str], dict[Key, set[str]]]] = [
+    ("webhook-image", {"webhook.image.repository": "registry.example.com/mpijob-webhook", "webhook.image.tag": "v1"},
+     {WEBHOOK: {f"{CONTAINER}.image"}}),
+    ("reconciler-pull-policy", {"reconciler.imagePullPolicy": "Always"},
+     {RECONCILER: {f"{CONTAINER}.imagePullPolicy"}}),
+    ("webhook-replicas", {"webhook.replicas": "3"}, {WEBHOOK: {"spec.replicas"}}),
+    ("reconciler-replicas", {"reconciler.replicas": "2"}, {RECONCILER: {"spec.replicas"}}),
+    ("reconciler-memory", {"reconciler.resources.limits.memory": "1Gi"},
+     {RECONCILER: {f"{CONTAINER}.resources.limits.memory"}}),
+    ("webhook-cpu-limit", {"webhook.resources.limits.cpu": "1"}, {WEBHOOK: {f"{CONTAINER}.resources.limits.cpu"}}),
+    ("pdb", {"webhook.minAvailable": "50%"}, {("PodDisruptionBudget", "mpi-operator", "mpijob-webhook"):
+                                              {"spec.minAvailable"}}),
+    ("threadiness", {"reconciler.threadiness": "4"}, {RECONCILER: {f"{CONTAINER}.args[2]"}}),
+    ("qps-and-burst", {"reconciler.kubeApiQPS": "50", "reconciler.kubeApiBurst": "100"},
+     {RECONCILER: {f"{CONTAINER}.args[2]", f"{CONTAINER}.args[3]"}}),
+    ("gang-scheduling", {"reconciler.gangScheduling": "volcano"}, {RECONCILER: {f"{CONTAINER}.args[2]"}}),
+    ("watched-namespace", {"reconciler.namespace": "team-a"}, {RECONCILER: {f"{CONTAINER}.args[2]"}}),
+    ("cluster-domain", {"reconciler.clusterDomain": "cluster.local"}, {RECONCILER: {f"{CONTAINER}.args[2]"}}),
+    ("log-format", {"reconciler.logFormat": "json"}, {RECONCILER: {f"{CONTAINER}.args[2]"}}),
+    ("extra-args", {"reconciler.extraArgs[0]": "--max-concurrent-writes=32"}, {RECONCILER: {f"{CONTAINER}.args[2]"}}),
+    ("monitoring-port", {"reconciler.monitoringPort": "9100"},
+     {RECONCILER: {f"{CONTAINER}.args[1]", f"{CONTAINER}.ports[1].containerPort"}}),
+    ("monitoring-off", {"reconciler.monitoringPort": "0"},
+     {RECONCILER: {f"{CONTAINER}.args[1]", f"{CONTAINER}.ports[1]"}}),
+    ("lock-namespace", {"reconciler.lockNamespace": "kube-system"},
+     {RECONCILER: {f"{CONTAINER}.args[0]"}, **{key: {"(removed)"} for key in LEASE_ROLES},
+      **{(kind, "kube-system", name): {"(added)"} for kind, _, name in LEASE_ROLES}}),
+    ("validating-failure-policy", {"webhook.validatingFailurePolicy": "Ignore"},
+     {VALIDATING: {"webhooks[0].failurePolicy"}}),
+    ("mutating-failure-policy", {"webhook.mutatingFailurePolicy": "Fail"}, {MUTATING: {"webhooks[0].failurePolicy"}}),
+    ("pod-security", {"namespace.podSecurity.enforce": "baseline", "namespace.podSecurity.audit": ""},
+     {NAMESPACE: {"metadata.labels.pod-security.kubernetes.io/enforce",
+                  "metadata.labels.pod-security.kubernetes.io/audit"}}),
+    ("no-namespace", {"namespace.create": "false"}, {NAMESPACE: {"(removed)"}}),
+    ("built-in-certificates", {"certificates.mode": "builtIn", "certificates.builtIn.caBundle": CA_BUNDLE},
+     {**{key: {"(removed)"} for key in CERT_MANAGER},
+      **{key: {"metadata.annotations", "webhooks[0].clientConfig.caBundle"} for key in (MUTATING, VALIDATING)}}),
+]
+
+
+@pytest.mark.parametrize(("values", "expected"), [pytest.param(v, e, id=i) for i, v, e in VALUE_CASES])
+def test_a_value_changes_exactly_what_it_should(values: dict[str, str], expected: dict[Key, set[str]]) -> None:
+    assert changes(default_render(), render(tuple(value_flags(values)))) == expected
+
+
+def test_reconciler_flags_are_rendered_as_the_reconciler_parses_them() -> None:
+    values = {"reconciler.threadiness": "4", "reconciler.kubeApiQPS": "2.5", "reconciler.kubeApiBurst": "20",
+              "reconciler.gangScheduling": "scheduler-plugins-scheduler", "reconciler.namespace": "team-a",
+              "reconciler.clusterDomain": "cluster.local", "reconciler.logLevel": "debug"}
+    container = render(tuple(value_flags(values)))[RECONCILER]["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == [
+        "--lock-namespace=mpi-operator", "--monitoring-port=9090", "--namespace=team-a",
+        "--cluster-domain=cluster.local", "--gang-scheduling=scheduler-plugins-scheduler", "--threadiness=4",
+        "--kube-api-qps=2.5", "--kube-api-burst=20", "--log-level=debug"]
+
+
+def test_namespace_selector_from_a_values_file(tmp_path: Path) -> None:
+    """Helm merges a values file into the defaults: matchLabels added is ANDed with the default exclusions, and
+    `matchExpressions: null` drops those."""
+    labels = {"mpijobs.example.com/enabled": "true"}
+    values = tmp_path / "values.yaml"
+    values.write_text(json.dumps({"webhook": {"namespaceSelector": {"matchLabels": labels}}}))
+    added = render(tuple(value_flags(value_files=[values])))
+    assert changes(default_render(), added) == {
+        key: {"webhooks[0].namespaceSelector.matchLabels"} for key in (MUTATING, VALIDATING)}
+    values.write_text(json.dumps({"webhook": {"namespaceSelector": {"matchLabels": labels, "matchExpressions": None}}}))
+    replaced = render(tuple(value_flags(value_files=[values])))
+    assert all(replaced[key]["webhooks"][0]["namespaceSelector"] == {"matchLabels": labels}
+               for key in (MUTATING, VALIDATING))
+
+
+def test_built_in_certificates_from_python_m_webhook_certs(tmp_path: Path) -> None:
+    """The operator guide's built-in path: the files of `python -m webhook.certs` given with --set-file."""
+    subprocess.run([sys.executable, "-m", "webhook.certs", "--out-dir", str(tmp_path)], check=True,
+                   capture_output=True)
+    rendered = render(tuple(value_flags({"certificates.mode": "builtIn"}, files={
+        "certificates.builtIn.caBundle": tmp_path / "ca-bundle.b64",
+        "certificates.builtIn.tlsCrt": tmp_path / "tls.crt", "certificates.builtIn.tlsKey": tmp_path / "tls.key"})))
+    secret = rendered[TLS_SECRET]
+    assert secret["type"] == "kubernetes.io/tls"
+    assert {k: base64.b64decode(v).decode() for k, v in secret["data"].items()} == {
+        "tls.crt": (tmp_path / "tls.crt").read_text(), "tls.key": (tmp_path / "tls.key").read_text()}
+    bundle = (tmp_path / "ca-bundle.b64").read_text().strip()
+    assert base64.b64decode(bundle).decode() == (tmp_path / "ca.crt").read_text()
+    assert all(rendered[k]["webhooks"][0]["clientConfig"]["caBundle"] == bundle for k in (MUTATING, VALIDATING))
+
+
+REJECTIONS: list[tuple[str, dict[str, str], list[str]]] = [
+    ("certificate-mode", {"certificates.mode": "vault"},
+     ["at '/certificates/mode': value must be one of 'cert-manager', 'builtIn'"]),
+    ("built-in-without-ca", {"certificates.mode": "builtIn"},
+     ["at '/certificates/builtIn/caBundle': minLength: got 0, want 1"]),
+    ("certificate-without-key", {"certificates.mode": "builtIn", "certificates.builtIn.caBundle": CA_BUNDLE,
+                                 "certificates.builtIn.tlsCrt": "-----BEGIN CERTIFICATE-----"},
+     ["at '/certificates/builtIn/tlsKey': minLength: got 0, want 1"]),
+    ("failure-policy", {"webhook.validatingFailurePolicy": "Never"},
+     ["at '/webhook/validatingFailurePolicy': value must be one of 'Fail', 'Ignore'"]),
+    ("pull-policy", {"reconciler.imagePullPolicy": "Sometimes"},
+     ["at '/reconciler/imagePullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'"]),
+    ("no-webhook", {"webhook.replicas": "0"}, ["at '/webhook/replicas': minimum: got 0, want 1"]),
+    ("threadiness", {"reconciler.threadiness": "0"}, ["at '/reconciler/threadiness': minimum: got 0, want 1"]),
+    ("qps-text", {"reconciler.kubeApiQPS": "fast"}, ["at '/reconciler/kubeApiQPS': 'fast' does not match pattern"]),
+    ("port", {"reconciler.monitoringPort": "70000"},
+     ["at '/reconciler/monitoringPort': maximum: got 70,000, want 65,535"]),
+    ("lock-namespace", {"reconciler.lockNamespace": "Bad_NS"},
+     ["at '/reconciler/lockNamespace': 'Bad_NS' does not match pattern"]),
+    ("pod-security-level", {"namespace.podSecurity.enforce": "strict"},
+     ["at '/namespace/podSecurity/enforce': value must be one of '', 'privileged', 'baseline', 'restricted'"]),
+    ("misspelt-value", {"reconciler.threads": "4"}, ["at '/reconciler': additional properties 'threads' not allowed"]),
+    ("numeric-tag", {"webhook.image.tag": "1"}, ["at '/webhook/image/tag': got number, want string"]),
+]
+
+
+@pytest.mark.parametrize(("values", "messages"), [pytest.param(v, m, id=i) for i, v, m in REJECTIONS])
+def test_schema_rejects_bad_values(values: dict[str, str], messages: list[str]) -> None:
+    with pytest.raises(HelmError) as raised:
+        helm(helm_binary(), "template", "x", str(CHART), *value_flags(values))
+    assert all(message in str(raised.value) for message in messages), str(raised.value)
+
+
+@pytest.mark.parametrize(("values", "messages"), [pytest.param(v, m, id=i) for i, v, m in REJECTIONS[:3]])
+def test_lint_rejects_bad_values(values: dict[str, str], messages: list[str]) -> None:
+    with pytest.raises(HelmError) as raised:
+        helm(helm_binary(), "lint", "--strict", str(CHART), *value_flags(values))
+    assert all(message in str(raised.value) for message in messages), str(raised.value)
+
+
+def test_lint_passes_with_default_and_built_in_values() -> None:
+    for flags in ([], value_flags({"certificates.mode": "builtIn", "certificates.builtIn.caBundle": CA_BUNDLE})):
+        assert "0 chart(s) failed" in helm(helm_binary(), "lint", "--strict", str(CHART), *flags)

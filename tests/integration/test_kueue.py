@@ -412,6 +412,32 @@ def test_native_gang_follows_admission(jobs: Jobs, queues: Queues, reconciler: R
         reconciler.restart()
 
 
+# ---- 2c. a job created as kubeflow.org/v2
+V2_FAILURE_POLICY = {"maxRestarts": 2, "rules": [
+    {"name": "evicted", "action": "RestartJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+
+
+def test_job_created_as_v2_is_admitted_and_runs(jobs: Jobs, queues: Queues, flavor_nodes: list[str]) -> None:
+    """Kueue's MPIJob integration is built on the v2beta1 types: a job created as v2 reaches its webhook as
+    v2beta1 (the API server converts through ours), is suspended and queued, admitted, placed and run; read
+    back as v2 it still has its failurePolicy."""
+    queue = queues.queue(cpu=JOB_CPU)
+    job = queued_job("v2", queue)
+    job["apiVersion"] = "kubeflow.org/v2"
+    job["spec"]["runPolicy"]["failurePolicy"] = V2_FAILURE_POLICY
+    created = jobs.cluster.rest.create(jobs.path("mpijobs", group="kubeflow.org/v2"), job)
+    assert created["apiVersion"] == "kubeflow.org/v2"
+    assert created["spec"]["runPolicy"]["suspend"] is True  # Kueue's mutating webhook, on the converted job
+    assert created["spec"]["runPolicy"]["failurePolicy"] == V2_FAILURE_POLICY
+    jobs.wait_condition("v2", "Running", timeout=90)
+    admitted_placement(jobs, queues, "v2", flavor_nodes)
+    finish_launcher(jobs, "v2")
+    jobs.wait_condition("v2", "Succeeded", timeout=60)
+    wait_finished_workload(queues, jobs, "v2")
+    read = jobs.cluster.rest.get(jobs.path("mpijobs", "v2", "kubeflow.org/v2"))
+    assert read["spec"]["runPolicy"]["failurePolicy"] == V2_FAILURE_POLICY
+
+
 # ---- 3. MultiKueue: managed by Kueue's MultiKueue controller, never by our reconciler
 def test_multikueue_job_is_defaulted_and_validated_but_never_reconciled(
         jobs: Jobs, queues: Queues, reconciler: ReconcilerControl) -> None:

@@ -90,10 +90,11 @@ def test_unschedulable_workers_say_why_until_capacity_appears(jobs: Jobs, cluste
     assert condition["message"] == f"2/2 workers pending: {scheduler_says}{WAITS}"
     until(lambda: events(jobs, "pi", "Unschedulable") or None, timeout=30, what="the Unschedulable event")
     header, row = mpij_row(cluster, jobs, "pi")
-    assert header == ["NAME", "STATE", "WORKERS", "READY", "AGE"]
+    assert header == ["NAME", "STATE", "WORKERS", "READY", "RESTARTS", "AGE"]
     assert row.split()[:4] == ["pi", "Created", "2", "0/2"]
     header, row = mpij_row(cluster, jobs, "pi", "-o", "wide")
-    assert header == ["NAME", "STATE", "WORKERS", "READY", "IMPLEMENTATION", "SLOTS", "WORKERS-REASON", "AGE"]
+    assert header == ["NAME", "STATE", "WORKERS", "READY", "RESTARTS", "IMPLEMENTATION", "SLOTS", "WORKERS-REASON",
+                      "AGE"]
     assert row.split()[:7] == ["pi", "Created", "2", "0/2", "OpenMPI", "1", "Unschedulable"]
     describe = cluster.kubectl("-n", jobs.ns, "describe", "mpij", "pi", check=True).stdout
     assert condition["message"][:60] in describe, "describe shows why"
@@ -138,7 +139,7 @@ def test_refused_creates_say_why_once(jobs: Jobs, cluster: LocalCluster) -> None
     api_says = {e["message"].removeprefix("worker pod created failed: 403 Forbidden: ") for e in failed}
     assert refusal in api_says, "the condition carries the API's own message"
     header, row = mpij_row(cluster, jobs, "pi")
-    assert header == ["NAME", "STATE", "WORKERS", "READY", "AGE"]
+    assert header == ["NAME", "STATE", "WORKERS", "READY", "RESTARTS", "AGE"]
     assert re.fullmatch(r"[0-4]/4", row.split()[3]), row
 
     cluster.rest.request("DELETE", quota)

@@ -44,7 +44,8 @@ def test_health_and_upstream_metrics(cluster: LocalCluster, namespace: str, alon
     try:
         own.wait_ready()
         assert http_get(own.health_port, "/healthz") == "ok"
-        counters = {(f"mpi_operator_jobs_{kind}_total", ()): 0.0 for kind in ("created", "successful", "failed")}
+        counters = {(f"mpi_operator_jobs_{kind}_total", ()): 0.0
+                    for kind in ("created", "successful", "failed", "restarted")}
         assert job_metrics(own.monitoring_port) == {**counters, ("mpi_operator_is_leader", ()): 1.0}
         jobs = Jobs(cluster, namespace)
         jobs.create(mpijob("pi", 1))
@@ -56,8 +57,8 @@ def test_health_and_upstream_metrics(cluster: LocalCluster, namespace: str, alon
         wait_for(lambda: own.log_count(finished) > seen, timeout=30, what="a sync of the finished job")
         assert job_metrics(own.monitoring_port) == {
             ("mpi_operator_jobs_created_total", ()): 1.0, ("mpi_operator_jobs_successful_total", ()): 1.0,
-            ("mpi_operator_jobs_failed_total", ()): 0.0, ("mpi_operator_is_leader", ()): 1.0,
-            ("mpi_operator_job_info", (("launcher", "pi-launcher"), ("namespace", namespace))): 1.0}
+            ("mpi_operator_jobs_failed_total", ()): 0.0, ("mpi_operator_jobs_restarted_total", ()): 0.0,
+            ("mpi_operator_is_leader", ()): 1.0, ("mpi_operator_job_info", (("launcher", "pi-launcher"), ("namespace", namespace))): 1.0}
     finally:
         own.stop()
 

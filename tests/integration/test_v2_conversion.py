@@ -15,6 +15,8 @@ from hack.devcluster import LocalCluster
 from hack.devcluster.operators import OperatorWebhook
 from hack.devcluster.processes import free_port
 from hack.devcluster.wait import wait_for
+from tests.integration.mpijobs import Jobs
+from tests.integration.operator_fixtures import ReconcilerControl
 
 ANNOTATION = "mpijobs.kubeflow.org/v2-spec"
 POLICY = {"maxRestarts": 2, "rules": [{"name": "disrupted", "action": "RestartJob",
@@ -120,3 +122,17 @@ def test_without_the_conversion_webhook_v2beta1_keeps_working(cluster: LocalClus
     assert get(cluster, namespace, "mpijobs.v2beta1.kubeflow.org", "pi")["metadata"]["name"] == "pi"
     listed = kubectl(cluster, namespace, "get", "mpijobs.v2beta1.kubeflow.org", "-o", "name")
     assert listed.stdout == "mpijob.kubeflow.org/pi\n"
+
+
+def test_without_the_conversion_webhook_the_reconciler_keeps_working(
+        cluster: LocalCluster, reconciler: ReconcilerControl, namespace: str, conversion_unreachable: None) -> None:
+    """The reconciler reads and writes v2beta1, the storage version, so it never calls the conversion webhook:
+    a job created while the webhook is unreachable gets its worker, its launcher and its status."""
+    unsuspended = job("kubeflow.org/v2beta1", "pi", {})
+    unsuspended["spec"]["runPolicy"].pop("suspend")
+    created = kubectl(cluster, namespace, "create", "-f", "-", obj=unsuspended)
+    assert created.returncode == 0, created.stderr
+    jobs = Jobs(cluster, namespace)
+    assert [w["metadata"]["name"] for w in jobs.wait_workers("pi", 1)] == ["pi-worker-0"]
+    assert jobs.wait_launcher("pi")["metadata"]["name"] == "pi-launcher"
+    assert jobs.wait_condition("pi", "Created")["reason"] == "MPIJobCreated"

@@ -102,13 +102,14 @@ kueue:
 scheduler-plugins:
 	@if command -v go >/dev/null; then bash hack/build/build-scheduler-plugins.sh >/dev/null; else echo "scheduler-plugins: no Go, the coscheduling tests will be skipped"; fi
 
-# Helm (helm.sh/helm/v4) for tests/unit/test_chart.py and `helm install` from a checkout, built from the Go
-# module proxy and cached beside the control-plane binaries; without Go the chart tests are skipped.
+# Helm (helm.sh/helm/v4) for tests/unit/test_chart.py, tests/integration/test_helm_chart.py and `helm install`
+# from a checkout, built from the Go module proxy and cached beside the control-plane binaries; without Go
+# the chart tests are skipped.
 .PHONY: helm
 helm:
 	@if command -v go >/dev/null; then bash hack/build/build-helm.sh >/dev/null; else echo "helm: no Go, the chart tests will be skipped"; fi
 
-integration: $(STAMP) testbin peer-bin kueue scheduler-plugins
+integration: $(STAMP) testbin peer-bin kueue scheduler-plugins helm
 	$(VENV)/bin/pytest tests/integration
 
 test: $(STAMP) testbin peer-bin kueue scheduler-plugins helm node-images lint

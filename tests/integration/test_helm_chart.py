@@ -1,0 +1,97 @@
+"""The Helm chart on a real API server: `helm install` creates every object the chart renders (the CRD from its
+crds/ directory included) and the API server accepts them all, `helm upgrade` changes a value in place, and
+`helm uninstall` removes everything but the CRD (Helm's convention for crds/).
+
+The chart's webhook configurations and its cluster-wide objects have the names of the operator the other
+integration tests deploy, so this test runs on a control plane of its own (one kwok node, no MPIJob CRD
+beforehand), with the built-in certificates of `python -m webhook.certs` (there is no cert-manager).
+The images never run: kwok plays the pods.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hack.devcluster import HarnessError, LocalCluster, wait_for
+from hack.devcluster.binaries import find_bin_dir
+from hack.devcluster.helm import CHART, RELEASE, find_helm, helm, render_chart, value_flags
+
+Doc = dict[str, Any]
+CRD = "customresourcedefinition.apiextensions.k8s.io/mpijobs.kubeflow.org"
+
+
+@pytest.fixture(scope="module")
+def helm_binary() -> Path:
+    try:
+        return find_helm()
+    except HarnessError as exc:
+        pytest.skip(f"helm is not available: {exc}")
+
+
+@pytest.fixture(scope="module")
+def own_cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(nodes=1, bin_dir=find_bin_dir()) as local:
+        yield local
+
+
+@pytest.fixture(scope="module")
+def certificate_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("webhook-certs")
+    subprocess.run([sys.executable, "-m", "webhook.certs", "--out-dir", str(out)], check=True, capture_output=True)
+    return {"certificates.builtIn.caBundle": out / "ca-bundle.b64", "certificates.builtIn.tlsCrt": out / "tls.crt",
+            "certificates.builtIn.tlsKey": out / "tls.key"}
+
+
+def resource(obj: Doc) -> str:
+    """kubectl's kind.group/name for an object."""
+    group = obj["apiVersion"].rpartition("/")[0]
+    return f"{obj['kind'].lower()}{'.' + group if group else ''}/{obj['metadata']['name']}"
+
+
+def get(cluster: LocalCluster, obj: Doc) -> Doc | None:
+    """The object as stored, or None when the API server has no such object."""
+    namespace = obj["metadata"].get("namespace")
+    proc = cluster.kubectl("get", resource(obj), "-o", "json", *([f"--namespace={namespace}"] if namespace else []))
+    if proc.returncode != 0:
+        assert "NotFound" in proc.stderr, proc.stderr
+        return None
+    stored: Doc = json.loads(proc.stdout)
+    return stored
+
+
+def test_install_upgrade_uninstall(own_cluster: LocalCluster, helm_binary: Path,
+                                   certificate_files: dict[str, Path]) -> None:
+    flags = value_flags({"certificates.mode": "builtIn"}, files=certificate_files)
+    rendered = render_chart(helm_binary, flags)
+    kubeconfig = own_cluster.kubeconfig
+    helm(helm_binary, "install", RELEASE, str(CHART), "--namespace=default", *flags, kubeconfig=kubeconfig)
+
+    missing = [resource(obj) for obj in rendered if get(own_cluster, obj) is None]
+    assert missing == [], "objects the chart renders that the install did not create"
+    bundle = certificate_files["certificates.builtIn.caBundle"].read_text().strip()
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        proc = own_cluster.kubectl("get", kind, "mpijob-webhook", "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}")
+        assert proc.stdout == bundle
+
+    helm(helm_binary, "upgrade", RELEASE, str(CHART), "--namespace=default", "--reuse-values",
+         "--set=reconciler.threadiness=4", kubeconfig=kubeconfig)
+    reconciler = next(o for o in rendered if o["kind"] == "Deployment" and o["metadata"]["name"] == "mpi-operator")
+    stored = get(own_cluster, reconciler)
+    assert stored is not None
+    assert stored["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "--lock-namespace=mpi-operator", "--monitoring-port=9090", "--threadiness=4"]
+
+    helm(helm_binary, "uninstall", RELEASE, "--namespace=default", kubeconfig=kubeconfig)
+
+    def remaining() -> list[str]:
+        return [resource(obj) for obj in rendered if get(own_cluster, obj) is not None]
+
+    # The namespace goes once its controller has emptied it; the rest is deleted at once.
+    wait_for(lambda: remaining() == [CRD], timeout=120, what="everything the chart made but the CRD to be deleted")

@@ -1,4 +1,4 @@
-# Sourced by hack/build/build-peer.sh, build-kueue.sh and build-scheduler-plugins.sh (which define log()):
+# Sourced by hack/build/build-peer.sh, build-kueue.sh, build-scheduler-plugins.sh and build-helm.sh (which define log()):
 # a module from the Go module proxy, copied to a writable place to be built inside it. The proxy's copy is read-only, and these
 # modules' go.mod files are not plain `go install` targets.
 #

@@ -24,7 +24,13 @@ import pytest
 from hack.devcluster import HarnessError, LocalCluster
 from hack.devcluster.audit import audit_flags
 from hack.devcluster.binaries import find_bin_dir
-from tests.integration.operator_fixtures import alone, operator_dir, reconciler, webhook  # noqa: F401  (fixtures)
+from tests.integration.operator_fixtures import (  # noqa: F401  (fixtures)
+    alone,
+    conversion_unreachable,
+    operator_dir,
+    reconciler,
+    webhook,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MPIJOB_CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"

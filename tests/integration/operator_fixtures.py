@@ -7,6 +7,7 @@ we ship is enough; tests/integration/test_least_privilege.py checks that it is n
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +22,7 @@ from hack.devcluster.operators import (
     apply_rbac,
     reconciler_credentials,
 )
+from hack.devcluster.processes import free_port
 
 TOKEN_MARGIN = timedelta(hours=1)  # a (re)started reconciler gets a token valid at least this long
 
@@ -96,3 +98,15 @@ def alone(reconciler: ReconcilerControl) -> Iterator[ReconcilerControl]:
         yield reconciler
     finally:
         reconciler.restart()
+
+
+@pytest.fixture
+def conversion_unreachable(webhook: OperatorWebhook) -> Iterator[None]:
+    """The CRD's conversion webhook pointed at a port nobody listens on, as when its pods are down."""
+    dead = {**webhook.conversion_client_config(), "url": f"https://127.0.0.1:{free_port()}/convert"}
+    webhook.cluster.kubectl("patch", "crd", "mpijobs.kubeflow.org", "--type=json", "-p", json.dumps([
+        {"op": "replace", "path": "/spec/conversion/webhook/clientConfig", "value": dead}]), check=True)
+    try:
+        yield
+    finally:
+        webhook.register_conversion()

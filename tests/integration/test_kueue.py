@@ -438,6 +438,19 @@ def test_job_created_as_v2_is_admitted_and_runs(jobs: Jobs, queues: Queues, flav
     assert read["spec"]["runPolicy"]["failurePolicy"] == V2_FAILURE_POLICY
 
 
+@pytest.mark.usefixtures("conversion_unreachable")
+def test_kueue_works_without_the_conversion_webhook(jobs: Jobs, queues: Queues, flavor_nodes: list[str]) -> None:
+    """Kueue reads and writes MPIJobs as v2beta1, the storage version: with the conversion webhook down, a job
+    is still suspended by Kueue's webhook, admitted, placed and run to Succeeded."""
+    queue = queues.queue(cpu=JOB_CPU)
+    assert jobs.create(queued_job("unconverted", queue))["spec"]["runPolicy"]["suspend"] is True
+    jobs.wait_condition("unconverted", "Running", timeout=90)
+    admitted_placement(jobs, queues, "unconverted", flavor_nodes)
+    finish_launcher(jobs, "unconverted")
+    jobs.wait_condition("unconverted", "Succeeded", timeout=60)
+    wait_finished_workload(queues, jobs, "unconverted")
+
+
 # ---- 3. MultiKueue: managed by Kueue's MultiKueue controller, never by our reconciler
 def test_multikueue_job_is_defaulted_and_validated_but_never_reconciled(
         jobs: Jobs, queues: Queues, reconciler: ReconcilerControl) -> None:

@@ -58,7 +58,8 @@ def test_health_and_upstream_metrics(cluster: LocalCluster, namespace: str, alon
         assert job_metrics(own.monitoring_port) == {
             ("mpi_operator_jobs_created_total", ()): 1.0, ("mpi_operator_jobs_successful_total", ()): 1.0,
             ("mpi_operator_jobs_failed_total", ()): 0.0, ("mpi_operator_jobs_restarted_total", ()): 0.0,
-            ("mpi_operator_is_leader", ()): 1.0, ("mpi_operator_job_info", (("launcher", "pi-launcher"), ("namespace", namespace))): 1.0}
+            ("mpi_operator_is_leader", ()): 1.0,
+            ("mpi_operator_job_info", (("launcher", "pi-launcher"), ("namespace", namespace))): 1.0}
     finally:
         own.stop()
 

@@ -11,12 +11,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from reconciler.render import PLACEHOLDER_UID, RenderError, render_job
 from shared.api.conversion import convert
+from webhook.admission import validate_request
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.yaml"))
@@ -136,3 +138,45 @@ def test_a_v2_job_is_judged_as_the_webhook_judges_it() -> None:
         render_job(job)
     assert str(raised.value) == ('The MPIJob "pi-openmpi" is invalid: spec.runPolicy.failurePolicy.maxRestarts: '
                                  "Required value: maxRestarts is required with a RestartJob rule")
+
+
+def with_warnings() -> Any:
+    """pi-openmpi with two likely mistakes the webhook allows with a warning each."""
+    job = yaml.safe_load((REPO_ROOT / "examples" / "pi-openmpi.yaml").read_text())
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]
+    worker["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 2}}
+    worker["template"]["spec"]["restartPolicy"] = "Always"
+    job["spec"]["slotsPerWorker"] = 1
+    return job
+
+
+WARNINGS = [
+    "spec.slotsPerWorker: 1 slot(s) per worker but each worker requests 2 GPU(s): set slotsPerWorker to 2 to run "
+    "one process per GPU",
+    "spec.mpiReplicaSpecs[Worker].template.spec.restartPolicy: Always is overridden by the replica restartPolicy "
+    "Never",
+]
+
+
+def test_the_webhooks_warnings_go_to_stderr_and_the_objects_to_stdout() -> None:
+    job = with_warnings()
+    review = {"uid": "u", "operation": "CREATE", "kind": {"group": "kubeflow.org", "version": "v2beta1",
+                                                          "kind": "MPIJob"},
+              "resource": {"group": "kubeflow.org", "version": "v2beta1", "resource": "mpijobs"},
+              "namespace": "default", "name": job["metadata"]["name"], "object": job}
+    assert validate_request(review).response["warnings"] == WARNINGS  # the webhook's own, word for word
+    result = render("-", stdin=yaml.safe_dump(job))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "".join(f"Warning: {warning}\n" for warning in WARNINGS)
+    assert list(yaml.safe_load_all(result.stdout)) == render_job(job)
+
+
+def test_warnings_come_with_a_denial_too() -> None:
+    job = with_warnings()
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["replicas"] = 2
+    result = render("-", stdin=yaml.safe_dump(job))
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == "".join(f"Warning: {warning}\n" for warning in WARNINGS) + (
+        'The MPIJob "pi-openmpi" is invalid: spec.mpiReplicaSpecs[Launcher].replicas: Invalid value: 2: '
+        "must be 1\n")

@@ -15,7 +15,7 @@ from aiohttp import web
 from shared.cli import port, port_or_zero, positive_float, positive_int
 from shared.logs import configure_logging
 from webhook import handlers
-from webhook.app import DEFAULT_MAX_BODY_BYTES, create_app
+from webhook.app import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONVERSION_BODY_BYTES, create_app
 from webhook.metrics import WebhookMetrics
 from webhook.state import METRICS, READY_CHECK
 from webhook.tls import CertificateReloader
@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also serve /healthz, /readyz and /metrics over plain HTTP on this port (0: off)")
     parser.add_argument("--max-body-bytes", type=positive_int, default=DEFAULT_MAX_BODY_BYTES,
                         help=f"largest AdmissionReview accepted, larger get 413 (default {DEFAULT_MAX_BODY_BYTES})")
+    parser.add_argument("--max-conversion-body-bytes", type=positive_int, default=DEFAULT_MAX_CONVERSION_BODY_BYTES,
+                        help="largest ConversionReview accepted (a LIST page of MPIJobs), larger get 413 "
+                             f"(default {DEFAULT_MAX_CONVERSION_BODY_BYTES})")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="logfmt", choices=["logfmt", "json"])
     return parser
@@ -70,8 +73,9 @@ async def _serve_with(reloader: CertificateReloader, args: argparse.Namespace) -
     """Serve until SIGTERM or SIGINT (0); 1 when an address cannot be listened on."""
     metrics = WebhookMetrics()
     metrics.watch_certificate(reloader)
-    runners = [web.AppRunner(create_app(max_body_bytes=args.max_body_bytes, ready_check=lambda: reloader.ready,
-                                        metrics=metrics), access_log=None, shutdown_timeout=10)]
+    app = create_app(max_body_bytes=args.max_body_bytes, max_conversion_body_bytes=args.max_conversion_body_bytes,
+                     ready_check=lambda: reloader.ready, metrics=metrics)
+    runners = [web.AppRunner(app, access_log=None, shutdown_timeout=10)]
     if args.health_port:
         runners.append(web.AppRunner(health_app(metrics, reloader), access_log=None))
     stop = asyncio.Event()

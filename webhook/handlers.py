@@ -17,7 +17,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook import admission, conversion
-from webhook.state import METRICS, READY_CHECK
+from webhook.state import ADMISSION_BODY_LIMIT, CONVERSION_BODY_LIMIT, METRICS, READY_CHECK
 
 logger = logging.getLogger("webhook")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -52,9 +52,23 @@ def admission_handler(operation: str, admit: AdmitFunction) -> Handler:
     return handle
 
 
+async def read_limited(request: web.Request, limit: int | None) -> bytes:
+    """The request's body; HTTPRequestEntityTooLarge above ``limit`` (aiohttp itself checks the application's
+    client_max_size, the larger of create_app's limits), from the Content-Length before anything is read when
+    the client sends one. No ``limit``: aiohttp's check only."""
+    if limit is None:
+        return await request.read()
+    if request.content_length is not None and request.content_length > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
+    body = await request.read()
+    if len(body) > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=len(body))
+    return body
+
+
 async def _answer(request: web.Request, admit: AdmitFunction, log: dict[str, Any]) -> tuple[web.Response, str]:
     try:
-        body = await request.read()
+        body = await read_limited(request, request.app.get(ADMISSION_BODY_LIMIT))
     except web.HTTPRequestEntityTooLarge as error:
         message = f"request body too large for the MPIJob webhook: {error.text}"
         return _status(413, "RequestEntityTooLarge", message), "too_large"
@@ -102,7 +116,7 @@ def conversion_handler(convert: ConvertFunction = conversion.convert_review) -> 
 
 async def _convert(request: web.Request, convert: ConvertFunction, log: dict[str, Any]) -> tuple[web.Response, str]:
     try:
-        body = await request.read()
+        body = await read_limited(request, request.app.get(CONVERSION_BODY_LIMIT))
     except web.HTTPRequestEntityTooLarge as error:
         message = f"request body too large for the MPIJob webhook: {error.text}"
         return _json(conversion.bad_review(message), status=413), "too_large"

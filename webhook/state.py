@@ -11,3 +11,5 @@ from webhook.metrics import WebhookMetrics
 ReadyCheck = Callable[[], bool]
 METRICS = web.AppKey("metrics", WebhookMetrics)
 READY_CHECK: web.AppKey[ReadyCheck] = web.AppKey("ready_check")
+ADMISSION_BODY_LIMIT = web.AppKey("admission_body_limit", int)  # bytes of an AdmissionReview
+CONVERSION_BODY_LIMIT = web.AppKey("conversion_body_limit", int)  # bytes of a ConversionReview

@@ -13,9 +13,9 @@ from prometheus_client import generate_latest
 
 from shared.api import constants as c
 from tests.webhook.conftest import Client, decode_patch, review
-from tests.webhook.test_admission_http import minimal, post
+from tests.webhook.test_admission_http import big_job, minimal, post
 from webhook import handlers
-from webhook.app import CONVERT_PATH, MUTATE_PATH, VALIDATE_PATH
+from webhook.app import CONVERT_PATH, MUTATE_PATH, VALIDATE_PATH, create_app
 from webhook.metrics import WebhookMetrics
 from webhook.state import METRICS
 
@@ -116,12 +116,47 @@ async def test_a_malformed_review_gets_400(client: Client, body: bytes, message:
     assert await post(client, CONVERT_PATH, body) == (400, failed(message, uid=""))
 
 
-async def test_a_body_over_the_limit_gets_413(client: Client) -> None:
-    big = orjson.dumps(conversion_review(c.API_VERSION, [{"x": "y" * (9 * 1024 * 1024)}]))
+def page_of_jobs(count: int, size: int) -> list[dict[str, Any]]:
+    """``count`` stored jobs of about ``size`` bytes each (a long annotation), as a LIST page brings them."""
+    jobs = []
+    for index in range(count):
+        job = stored_job(f"job-{index}")
+        job["metadata"]["annotations"]["note"] = "x" * size
+        jobs.append(job)
+    return jobs
+
+
+async def test_a_list_page_of_500_large_jobs_converts(client: Client) -> None:
+    """kubectl lists 500 per page, and the API server converts a page in one review: 10 MB of 20 KB MPIJobs,
+    more than the admission limit (8 MiB), within the conversion limit (64 MiB by default)."""
+    page = page_of_jobs(500, 20 * 1024)
+    body = orjson.dumps(conversion_review(c.API_VERSION_V2, page))
+    assert len(body) > 10 * 1000 * 1000
+    status, answer = await post(client, CONVERT_PATH, body)
+    assert status == 200
+    assert answer["response"]["result"] == {"status": "Success"}
+    assert [o["metadata"]["name"] for o in answer["response"]["convertedObjects"]] == [
+        f"job-{index}" for index in range(500)]
+    assert answer["response"]["convertedObjects"][0]["spec"]["runPolicy"]["failurePolicy"] == POLICY
+
+
+async def test_a_body_over_the_conversion_limit_gets_413(aiohttp_client: Any) -> None:
+    client = await aiohttp_client(create_app(max_body_bytes=8 * 1024 * 1024, max_conversion_body_bytes=1024 * 1024))
+    big = orjson.dumps(conversion_review(c.API_VERSION, page_of_jobs(1, 2 * 1024 * 1024)))
     status, body = await post(client, CONVERT_PATH, big)
     assert status == 413
     assert body["response"]["result"]["status"] == "Failed"
-    assert body["response"]["result"]["message"].startswith("request body too large for the MPIJob webhook: ")
+    too_large = web.HTTPRequestEntityTooLarge(max_size=1024 * 1024, actual_size=len(big)).text
+    assert body["response"]["result"]["message"] == f"request body too large for the MPIJob webhook: {too_large}"
+
+
+async def test_the_conversion_limit_does_not_raise_the_admission_limit(client: Client) -> None:
+    """aiohttp reads up to the larger limit (64 MiB); admission still refuses a review over its own 8 MiB."""
+    body = orjson.dumps(review(big_job(9 * 1024 * 1024)))
+    status, answer = await post(client, VALIDATE_PATH, body)
+    assert status == 413
+    too_large = web.HTTPRequestEntityTooLarge(max_size=8 * 1024 * 1024, actual_size=len(body)).text
+    assert answer["message"] == f"request body too large for the MPIJob webhook: {too_large}"
 
 
 async def test_an_unexpected_error_is_a_failed_result_not_a_5xx(aiohttp_client: Any) -> None:

@@ -77,7 +77,8 @@ def run_policy_schema() -> Schema:
         {
             "cleanPodPolicy": field(
                 "string", "Which worker pods are deleted once the job has finished: Running (running and "
-                "pending workers), All, or None (the default)."),
+                "pending workers), All, or None (the default: every worker keeps running its sshd and holding "
+                "its resources, GPUs included, until the MPIJob is deleted). Running suits most jobs."),
             "ttlSecondsAfterFinished": field(
                 "integer", "Passed to the launcher Job: seconds after the launcher finishes before it and "
                 "its pods are deleted. Unset means they are kept. The MPIJob itself is not deleted.",

@@ -113,6 +113,8 @@ def test_the_operator_guide_names_every_metric() -> None:
     from webhook.metrics import WebhookMetrics  # noqa: PLC0415
 
     reconciler = OperatorMetrics(CollectorRegistry())
+    reconciler.watch_jobs([])
+    reconciler.watch_queue(lambda: 0)
     webhook = WebhookMetrics()
     reloader = SimpleNamespace(reload_count=1, failure_count=0, loaded=SimpleNamespace(not_after=datetime.now(UTC)))
     webhook.watch_certificate(reloader)  # type: ignore[arg-type]
@@ -121,3 +123,18 @@ def test_the_operator_guide_names_every_metric() -> None:
     exported = _exported(reconciler.registry) | _exported(webhook.registry)
     assert sorted(exported - tables) == [], "metrics missing from docs/operator-guide.md"
     assert sorted(tables - exported) == [], "docs/operator-guide.md names metrics nobody exports"
+
+
+def test_the_supported_kubernetes_versions_are_the_tested_ones() -> None:
+    """The docs name the version every test tier runs (build-testbin.sh's default) and the 1.30 minimum of v2."""
+    script = (DOCS.parent / "hack" / "build" / "build-testbin.sh").read_text(encoding="utf-8")
+    tested = re.search(r'^K8S_VERSION="\$\{K8S_VERSION:-v(\d+\.\d+\.\d+)\}"', script, re.M)
+    assert tested is not None
+    assert tested.group(1) == "1.36.3"
+    deploy = (DOCS / "deploy.md").read_text(encoding="utf-8")
+    guide = (DOCS / "operator-guide.md").read_text(encoding="utf-8")
+    assert "**1.36 is the version tested** (1.36.3:" in deploy
+    assert "The manifests need **1.30 or newer**" in deploy
+    assert "Requirements: Kubernetes 1.30 or newer, and tested on 1.36 only (1.36.3:" in guide
+    for text in (deploy, guide, (DOCS.parent / "README.md").read_text(encoding="utf-8")):
+        assert "Kubernetes 1.25 or newer" not in text

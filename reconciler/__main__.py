@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, disable_created_metrics, generate_latest
 
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import KubeCluster
@@ -56,6 +56,9 @@ async def run(options: Options) -> int:
     shared = Shared(Caches(), KubeCluster(client), settings, generate_ssh_key_pair,
                     settler=Settler(options.progress_write_interval))
     queue = WorkQueue(options.queue_rate_limit, options.queue_burst)
+    queue.on_wait, queue.on_retry = metrics.queue_wait.observe, metrics.queue_retries.inc
+    metrics.watch_queue(queue.__len__)
+    metrics.watch_jobs(shared.caches.mpijobs)
     controller = Controller(client, Reconciler(shared, metrics), queue, namespace=options.namespace,
                             threadiness=options.threadiness, child_event_delay=options.child_event_delay)
     # Leader election has a client of its own (own connections, no client-side rate limit): its renewals
@@ -177,6 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(version_lines()))
         return 0
     configure_logging(options.log_level, options.log_format)
+    # upstream's Go metrics have no _created series; they would double ours (the function is untyped)
+    disable_created_metrics()  # type: ignore[no-untyped-call]
     try:
         return run_event_loop(run(options))
     except StartupError as error:

@@ -19,6 +19,7 @@ from reconciler.mpijob.builders import GangScheduling
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.custom_resources import MPIJOBS, NATIVE_WORKLOADS, is_mpijob_ref, pod_group_resource
 from reconciler.mpijob.errors import ResourceExistsError
+from reconciler.mpijob.metrics import ERROR_KINDS
 from reconciler.mpijob.sync import Reconciler
 from reconciler.mpijob.workers import worker_index
 from reconciler.runtime.api_resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES, Resource
@@ -138,7 +139,7 @@ class Controller:
 
     async def process(self, key: str) -> None:
         started = time.perf_counter()
-        outcome = "error"
+        outcome = "error"  # cancelled mid-sync: not an error of the sync
         try:
             outcome = await self.reconciler.sync(key)
             self.queue.forget(key)
@@ -155,9 +156,12 @@ class Controller:
             self.queue.add_rate_limited(key)
             logger.warning("sync failed", extra={"kv": {"key": key, "error": repr(error)}})
         except Exception:
+            outcome = "internal"
             self.queue.add_rate_limited(key)
             logger.exception("error syncing", extra={"kv": {"key": key}})
         finally:
+            if outcome in ERROR_KINDS:
+                self.reconciler.metrics.reconcile_errors.labels(outcome).inc()
             logger.info("sync", extra={"kv": {"key": key, "outcome": outcome,
                                               "duration_ms": round((time.perf_counter() - started) * 1e3, 1)}})
 

@@ -199,6 +199,7 @@ class Reconciler:
                     return "deleted"  # nothing left to report on: done
                 raise
             self.shared.settler.wrote(ctx.uid, "status")
+            self.metrics.observe_written(ctx.cached, before, status)
             if any(e.reason == c.REASON_CREATED for e in events):
                 self.metrics.jobs_created.inc()
         await ctx.event(*events)

@@ -9,7 +9,9 @@ costs one sync, not one token each.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
+from collections.abc import Callable
 
 from reconciler.runtime.ratelimit import TokenBucket
 
@@ -26,14 +28,23 @@ class WorkQueue:
         # key -> (the loop time it fires at, its handle): uvloop answers a call_later whose delay rounds to
         # 0 ms with a plain Handle, which has no when()
         self._timers: dict[str, tuple[float, asyncio.Handle]] = {}
+        self._queued_at: dict[str, float] = {}
+        self.clock: Callable[[], float] = time.monotonic
+        # told how long each key taken waited in the queue, and of each rate-limited retry (the metrics)
+        self.on_wait: Callable[[float], None] = lambda _: None
+        self.on_retry: Callable[[], None] = lambda: None
 
     def add(self, key: str) -> None:
         if key in self._dirty:
             return
         self._dirty.add(key)
         if key not in self._processing:
-            self._queue.append(key)
-            asyncio.get_running_loop().create_task(self._notify())
+            self._enqueue(key)
+
+    def _enqueue(self, key: str) -> None:
+        self._queue.append(key)
+        self._queued_at[key] = self.clock()
+        asyncio.get_running_loop().create_task(self._notify())
 
     async def _notify(self) -> None:
         async with self._ready:
@@ -47,6 +58,7 @@ class WorkQueue:
         return max(backoff, self._bucket.reserve())
 
     def add_rate_limited(self, key: str) -> None:
+        self.on_retry()
         self.add_after(key, self.when(key))
 
     def add_after(self, key: str, delay: float) -> None:
@@ -81,6 +93,7 @@ class WorkQueue:
         async with self._ready:
             await self._ready.wait_for(lambda: bool(self._queue))
             key = self._queue.popleft()
+        self.on_wait(self.clock() - self._queued_at.pop(key))
         self._processing.add(key)
         self._dirty.discard(key)
         return key
@@ -88,8 +101,7 @@ class WorkQueue:
     def done(self, key: str) -> None:
         self._processing.discard(key)
         if key in self._dirty:
-            self._queue.append(key)
-            asyncio.get_running_loop().create_task(self._notify())
+            self._enqueue(key)
 
     def __len__(self) -> int:
         return len(self._queue)

@@ -26,12 +26,33 @@ def http_get(port: int, path: str) -> str:
         return text
 
 
-def job_metrics(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+# ours beside upstream's: timings and retries depend on the machine, their series and counts do not
+TIMED = ("mpi_operator_job_start_latency_seconds", "mpi_operator_job_duration_seconds",
+         "mpi_operator_workqueue_queue_duration_seconds", "mpi_operator_reconcile_errors",
+         "mpi_operator_workqueue_retries", "mpi_operator_workqueue_depth")
+
+
+def all_metrics(port: int) -> Samples:
     """Every ``mpi_operator_*`` sample the reconciler serves: (name, sorted labels) -> value."""
     families = text_string_to_metric_families(http_get(port, "/metrics"))
     return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in families if family.name.startswith("mpi_operator_")
-            for sample in family.samples if not sample.name.endswith("_created")}
+            for family in families if family.name.startswith("mpi_operator_") for sample in family.samples}
+
+
+def job_metrics(port: int) -> Samples:
+    """The samples whose values do not depend on timing (upstream's, and jobs pending and running)."""
+    return {key: value for key, value in all_metrics(port).items() if not key[0].startswith(TIMED)}
+
+
+def timed_counts(samples: Samples) -> Samples:
+    """The timed series' counts (histograms by their _count and +Inf bucket), the rest by name."""
+    return {key: value for key, value in samples.items()
+            if key[0].startswith(TIMED[:2]) and (key[0].endswith("_count") or ("le", "+Inf") in key[1])}
+
+
+def timed_names(samples: Samples) -> set[str]:
+    return {name for name, _ in samples if name.startswith(TIMED)}
 
 
 def test_health_and_upstream_metrics(cluster: LocalCluster, namespace: str, alone: ReconcilerControl,
@@ -44,9 +65,15 @@ def test_health_and_upstream_metrics(cluster: LocalCluster, namespace: str, alon
     try:
         own.wait_ready()
         assert http_get(own.health_port, "/healthz") == "ok"
-        counters = {(f"mpi_operator_jobs_{kind}_total", ()): 0.0
+        counters: Samples = {(f"mpi_operator_jobs_{kind}_total", ()): 0.0
                     for kind in ("created", "successful", "failed", "restarted")}
-        assert job_metrics(own.monitoring_port) == {**counters, ("mpi_operator_is_leader", ()): 1.0}
+        gauges: Samples = {(f"mpi_operator_{name}", ()): 0.0
+                  for name in ("jobs_pending", "jobs_running", "jobs_pending_oldest_age_seconds")}
+        assert job_metrics(own.monitoring_port) == {**counters, **gauges, ("mpi_operator_is_leader", ()): 1.0}
+        names = {f"{family}_{part}" for family in TIMED[:3] for part in ("bucket", "sum", "count")}
+        names |= {"mpi_operator_reconcile_errors_total", "mpi_operator_workqueue_retries_total",
+                  "mpi_operator_workqueue_depth"}
+        assert timed_names(all_metrics(own.monitoring_port)) == names, "no _created series"
         jobs = Jobs(cluster, namespace)
         jobs.create(mpijob("pi", 1))
         jobs.wait_condition("pi", "Succeeded", timeout=90)
@@ -58,8 +85,23 @@ def test_health_and_upstream_metrics(cluster: LocalCluster, namespace: str, alon
         assert job_metrics(own.monitoring_port) == {
             ("mpi_operator_jobs_created_total", ()): 1.0, ("mpi_operator_jobs_successful_total", ()): 1.0,
             ("mpi_operator_jobs_failed_total", ()): 0.0, ("mpi_operator_jobs_restarted_total", ()): 0.0,
-            ("mpi_operator_is_leader", ()): 1.0,
+            ("mpi_operator_is_leader", ()): 1.0, **gauges,
             ("mpi_operator_job_info", (("launcher", "pi-launcher"), ("namespace", namespace))): 1.0}
+        samples = all_metrics(own.monitoring_port)
+        assert timed_names(samples) == names
+        counts = timed_counts(samples)
+        start, duration = TIMED[:2]
+        # Running may be missed when the launcher ends between two syncs: that stage's count is 0 or 1
+        running = counts.pop((f"{start}_count", (("stage", "launcher_running"),)))
+        assert counts.pop((f"{start}_bucket", (("le", "+Inf"), ("stage", "launcher_running")))) == running
+        assert running in {0.0, 1.0}
+        assert counts == {
+            (f"{start}_count", (("stage", "workers_ready"),)): 1.0,
+            (f"{start}_bucket", (("le", "+Inf"), ("stage", "workers_ready"))): 1.0,
+            (f"{duration}_count", (("outcome", "succeeded"),)): 1.0,
+            (f"{duration}_bucket", (("le", "+Inf"), ("outcome", "succeeded"))): 1.0,
+            (f"{duration}_count", (("outcome", "failed"),)): 0.0,
+            (f"{duration}_bucket", (("le", "+Inf"), ("outcome", "failed"))): 0.0}
     finally:
         own.stop()
 

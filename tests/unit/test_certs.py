@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import os
 import stat
 import subprocess
 import sys
+import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -190,3 +192,57 @@ def test_module_help_runs() -> None:
     )
     assert result.returncode == 0
     assert "--reuse-ca" in result.stdout
+
+
+README = Path(__file__).resolve().parents[2] / "deploy" / "certs" / "README.md"
+DOCKER_RUN = ('docker run --rm --user "$(id -u):$(id -g)" -v "$PWD/webhook-certs:/out" --entrypoint python '
+              "mpijob-operator/webhook:dev -m webhook.certs --out-dir /out")
+IMAGE_UID = 65532  # Dockerfile.webhook's USER
+
+
+def test_the_readme_runs_the_image_as_the_owner_of_the_output_directory() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert f"```sh\nmkdir -p webhook-certs\n{DOCKER_RUN}\n```\n" in text
+    assert text.count("docker run") == 1
+
+
+# The child imports webhook.certs first, then becomes uid (the interpreter, under a root-only home on some
+# machines, may not be readable by uid) and writes as uid: the files are created by that uid alone.
+_AS_UID = ("import os, sys\n"
+           "from webhook import certs\n"
+           "uid = int(sys.argv[1])\n"
+           "if os.geteuid() != uid:\n"
+           "    os.setgroups([]); os.setgid(uid); os.setuid(uid)\n"
+           "sys.exit(certs.main(sys.argv[2:]))\n")
+
+
+def _certs_as(uid: int, out_dir: Path) -> subprocess.CompletedProcess[str]:
+    """The README's command without the container: its arguments after ``-m webhook.certs``, run as uid."""
+    args = DOCKER_RUN.split(" -m webhook.certs ")[1].replace("/out", str(out_dir)).split()
+    assert args == ["--out-dir", str(out_dir)]
+    return subprocess.run([sys.executable, "-c", _AS_UID, str(uid), *args], capture_output=True, text=True,
+                          timeout=60, check=False, cwd=README.parents[2])
+
+
+def test_the_readme_command_writes_as_the_directory_owner_and_fails_as_another_uid() -> None:
+    # As root, the child runs as the image's uid; otherwise as ourselves (already not root).
+    uid = IMAGE_UID if os.geteuid() == 0 else os.geteuid()
+    with tempfile.TemporaryDirectory() as parent:  # under /tmp: traversable by any uid
+        Path(parent).chmod(0o755)
+        foreign, owned = Path(parent) / "foreign", Path(parent) / "owned"
+        foreign.mkdir(mode=0o755)
+        owned.mkdir(mode=0o755)
+        if os.geteuid() == 0:
+            os.chown(owned, uid, uid)  # as mkdir -p by the user whom --user names
+        else:
+            foreign.chmod(0o555)  # a directory this uid cannot write, as the bind mount was for uid 65532
+        refused = _certs_as(uid, foreign)
+        assert refused.returncode == 1
+        assert "cannot write the certificates" in refused.stderr
+        assert list(foreign.iterdir()) == []
+        written = _certs_as(uid, owned)
+        assert written.returncode == 0, written.stderr
+        files = {p.name: (p.stat().st_uid, stat.S_IMODE(p.stat().st_mode)) for p in owned.iterdir()}
+        assert files == {"ca.crt": (uid, 0o644), "ca.key": (uid, 0o600), "tls.crt": (uid, 0o644),
+                         "tls.key": (uid, 0o600), "ca-bundle.b64": (uid, 0o644)}
+        certs.load_ca(owned)

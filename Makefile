@@ -81,7 +81,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy .
 	$(VENV)/bin/lint-imports
 
-unit: $(STAMP)
+unit: $(STAMP) promtool
 	$(VENV)/bin/pytest tests/unit tests/webhook tests/fuzz
 
 # The upstream Go operator v0.8.2 (hack/build/build-peer.sh, cached beside the testbin) for the handover test
@@ -109,10 +109,22 @@ scheduler-plugins:
 helm:
 	@if command -v go >/dev/null; then bash hack/build/build-helm.sh >/dev/null; else echo "helm: no Go, the chart tests will be skipped"; fi
 
+# promtool (Debian's prometheus package) for tests/unit/test_monitoring.py: `promtool check rules` and
+# `promtool test rules` on deploy/monitoring/prometheus-rules.yaml. Installed with apt-get when missing and we
+# are root, as hack/build installs mmdebstrap and buildah; otherwise those tests are skipped.
+.PHONY: promtool
+promtool:
+	@command -v promtool >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing promtool (apt-get install prometheus)"; \
+	    (DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus || \
+	      { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus; }) >/dev/null; \
+	  else echo "promtool: not root or no apt-get, the alert-rule tests will be skipped"; fi; }
+
 integration: $(STAMP) testbin peer-bin kueue scheduler-plugins helm
 	$(VENV)/bin/pytest tests/integration
 
-test: $(STAMP) testbin peer-bin kueue scheduler-plugins helm node-images lint
+test: $(STAMP) testbin peer-bin kueue scheduler-plugins helm promtool node-images lint
 	$(VENV)/bin/pytest
 
 # The full fault suite: every test marked `faults` (a plain `pytest` leaves them out; `make test` runs

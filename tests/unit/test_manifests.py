@@ -24,9 +24,10 @@ Doc = dict[str, Any]
 
 @cache
 def documents() -> tuple[tuple[Path, Doc], ...]:
-    """Every YAML document under deploy/ except the CRDs and the Helm chart (tests/unit/test_chart.py), with the
-    file it came from."""
-    files = sorted(p for p in DEPLOY.rglob("*.yaml") if not {"crds", "chart"} & set(p.relative_to(DEPLOY).parts))
+    """Every YAML document under deploy/ except the CRDs, the Helm chart (tests/unit/test_chart.py) and the
+    monitoring files outside the kustomize tree (tests/unit/test_monitoring.py), with the file it came from."""
+    skipped = {"crds", "chart", "monitoring"}
+    files = sorted(p for p in DEPLOY.rglob("*.yaml") if not skipped & set(p.relative_to(DEPLOY).parts))
     return tuple((f, d) for f in files for d in yaml.safe_load_all(f.read_text()) if d is not None)
 
 

@@ -36,6 +36,8 @@ LEASE_ROLES = (("Role", "mpi-operator", "mpi-operator-leader-election"),
 CERT_MANAGER = (("Issuer", "mpi-operator", "mpijob-selfsigned"), ("Issuer", "mpi-operator", "mpijob-ca"),
                 ("Certificate", "mpi-operator", "mpijob-webhook-ca"), ("Certificate", "mpi-operator", "mpijob-webhook"))
 TLS_SECRET = ("Secret", "mpi-operator", "mpijob-webhook-tls")
+PRIORITY_CLASS = ("PriorityClass", "", "mpi-operator-critical")
+POD = "spec.template.spec"
 CONTAINER = "spec.template.spec.containers[0]"
 CA_BUNDLE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
 
@@ -145,6 +147,13 @@ VALUE_CASES: list[tuple[str, dict[str, str], dict[Key, set[str]]]] = [
     ("webhook-cpu-limit", {"webhook.resources.limits.cpu": "1"}, {WEBHOOK: {f"{CONTAINER}.resources.limits.cpu"}}),
     ("pdb", {"webhook.minAvailable": "50%"}, {("PodDisruptionBudget", "mpi-operator", "mpijob-webhook"):
                                               {"spec.minAvailable"}}),
+    ("webhook-existing-priority-class", {"webhook.priorityClassName": "high", "webhook.priorityClass.create": "false"},
+     {WEBHOOK: {f"{POD}.priorityClassName"}, PRIORITY_CLASS: {"(removed)"}}),
+    ("webhook-no-priority-class", {"webhook.priorityClassName": ""},
+     {WEBHOOK: {f"{POD}.priorityClassName"}, PRIORITY_CLASS: {"(removed)"}}),
+    ("webhook-priority-value", {"webhook.priorityClass.value": "100000"}, {PRIORITY_CLASS: {"value"}}),
+    ("webhook-no-spread", {"webhook.topologySpreadConstraints": "null"},
+     {WEBHOOK: {f"{POD}.topologySpreadConstraints"}}),
     ("threadiness", {"reconciler.threadiness": "4"}, {RECONCILER: {f"{CONTAINER}.args[2]"}}),
     ("qps-and-burst", {"reconciler.kubeApiQPS": "50", "reconciler.kubeApiBurst": "100"},
      {RECONCILER: {f"{CONTAINER}.args[2]", f"{CONTAINER}.args[3]"}}),
@@ -233,6 +242,8 @@ REJECTIONS: list[tuple[str, dict[str, str], list[str]]] = [
     ("pull-policy", {"reconciler.imagePullPolicy": "Sometimes"},
      ["at '/reconciler/imagePullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'"]),
     ("no-webhook", {"webhook.replicas": "0"}, ["at '/webhook/replicas': minimum: got 0, want 1"]),
+    ("system-priority", {"webhook.priorityClass.value": "2000000000"},
+     ["at '/webhook/priorityClass/value': maximum: got 2\u00d710\u2070\u2079, want 1\u00d710\u2070\u2079"]),
     ("threadiness", {"reconciler.threadiness": "0"}, ["at '/reconciler/threadiness': minimum: got 0, want 1"]),
     ("qps-text", {"reconciler.kubeApiQPS": "fast"}, ["at '/reconciler/kubeApiQPS': 'fast' does not match pattern"]),
     ("port", {"reconciler.monitoringPort": "70000"},

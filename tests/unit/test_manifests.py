@@ -50,7 +50,7 @@ def test_every_document_is_a_kubernetes_object() -> None:
 
 
 def test_namespaced_objects_live_in_the_operator_namespace() -> None:
-    cluster_scoped = {"Kustomization", "Namespace", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {"Kustomization", "Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass"}
     cluster_scoped |= {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
     one("Namespace", NAMESPACE)
     for path, doc in documents():
@@ -185,7 +185,12 @@ def test_webhook_deployment() -> None:
     assert pod["serviceAccountName"] == SERVICE
     assert pod["automountServiceAccountToken"] is False
     assert one("ServiceAccount", SERVICE)["automountServiceAccountToken"] is False
-    assert pod["topologySpreadConstraints"]
+    selector = {"matchLabels": {"app.kubernetes.io/name": SERVICE}}
+    assert deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == SERVICE
+    # Spread over nodes (and zones), never refused: a one-node cluster still runs both replicas.
+    assert pod["topologySpreadConstraints"] == [
+        {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}
+        for key in ("kubernetes.io/hostname", "topology.kubernetes.io/zone")]
     assert c["args"] == ["--port", "9443", "--tls-cert-file", "/tls/tls.crt", "--tls-key-file", "/tls/tls.key"]
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         get = c[probe]["httpGet"]
@@ -194,6 +199,18 @@ def test_webhook_deployment() -> None:
     assert "subPath" not in mount, "a subPath mount never sees Secret updates"
     [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
     assert volume["secret"]["secretName"] == one("Certificate", SERVICE)["spec"]["secretName"] == "mpijob-webhook-tls"
+
+
+def test_webhook_priority_class_ships_with_the_manifests() -> None:
+    """system-cluster-critical is for kube-system: the webhook's class is ours, high but below the system ones."""
+    pod = one("Deployment", SERVICE)["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "mpi-operator-critical"
+    priority_class = one("PriorityClass", "mpi-operator-critical")
+    assert {k: v for k, v in priority_class.items() if k not in ("metadata", "description")} == {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "value": 1000000000, "globalDefault": False,
+        "preemptionPolicy": "PreemptLowerPriority"}
+    reconciler = one("Deployment", RECONCILER)["spec"]["template"]["spec"]
+    assert "priorityClassName" not in reconciler
 
 
 def test_webhook_service_and_disruption_budget() -> None:

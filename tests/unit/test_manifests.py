@@ -387,3 +387,12 @@ def test_shipped_deployment_args_are_accepted_by_our_command_lines(monkeypatch: 
                                                                                                 8080)
     webhook = parse_args(_container_args(DEPLOY / "webhook" / "deployment.yaml"))
     assert (webhook.port, webhook.tls_cert_file, webhook.tls_key_file) == (9443, "/tls/tls.crt", "/tls/tls.key")
+
+
+def test_only_the_webhook_configurations_are_left_for_the_second_apply() -> None:
+    """The install that cannot lock MPIJob writes (docs/operator-guide.md): `kubectl apply -l
+    'app.kubernetes.io/component!=admission-configuration'` applies everything but the two configurations."""
+    component = "app.kubernetes.io/component"
+    labelled = {(d["kind"], d["metadata"]["name"]) for _, d in documents()
+                if d.get("metadata", {}).get("labels", {}).get(component) == "admission-configuration"}
+    assert labelled == {("MutatingWebhookConfiguration", SERVICE), ("ValidatingWebhookConfiguration", SERVICE)}

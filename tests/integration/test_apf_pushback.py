@@ -82,7 +82,9 @@ def test_429s_from_priority_and_fairness_slow_the_job_but_lose_and_duplicate_not
     codes = Counter(event["responseStatus"]["code"] for event in creates)
     created = Counter(event["objectRef"].get("name") for event in creates if event["responseStatus"]["code"] == 201)
     assert codes[429] > 0, f"Priority and Fairness never pushed back: {dict(codes)}"
-    assert set(codes) <= {201, 429}, dict(codes)  # no AlreadyExists: no create was repeated after it landed
+    # No AlreadyExists (409): no create was repeated after it landed. A 504 is the API server timing a create out
+    # on a saturated machine; had that create landed, its retry would be a 409 here.
+    assert set(codes) <= {201, 429, 504}, dict(codes)
     assert sorted(created) == sorted(f"throttled-worker-{i}" for i in range(WORKERS))
     assert set(created.values()) == {1}
     assert reconciler.process.alive()

@@ -13,7 +13,7 @@ import yaml
 from hack.devcluster import LocalCluster
 from hack.devcluster.operators import OperatorWebhook
 from hack.devcluster.wait import wait_for
-from tests.integration.mpijobs import Jobs
+from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
 
 ANNOTATION = "mpijobs.kubeflow.org/v2-spec"
@@ -44,15 +44,26 @@ def get(cluster: LocalCluster, namespace: str, resource: str, name: str) -> dict
     return loaded
 
 
+def same_version_in_both(cluster: LocalCluster, namespace: str, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The job read through v2beta1 and through v2 at one resourceVersion: a reconciler of an earlier test may
+    write its status between two reads."""
+    def both() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        stored = get(cluster, namespace, "mpijobs.v2beta1.kubeflow.org", name)
+        served = get(cluster, namespace, "mpijobs.v2.kubeflow.org", name)
+        same = stored["metadata"]["resourceVersion"] == served["metadata"]["resourceVersion"]
+        return (stored, served) if same else None
+
+    return until(both, timeout=30, what=f"{name} read at one resourceVersion through both versions")
+
+
 def test_created_as_v2_read_as_v2beta1(cluster: LocalCluster, webhook: OperatorWebhook, namespace: str) -> None:
     created = kubectl(cluster, namespace, "create", "-f", "-",
                       obj=job("kubeflow.org/v2", "pi", {"cleanPodPolicy": "Running", "failurePolicy": POLICY}))
     assert created.returncode == 0, created.stderr
-    stored = get(cluster, namespace, "mpijobs.v2beta1.kubeflow.org", "pi")
+    stored, served = same_version_in_both(cluster, namespace, "pi")
     assert stored["apiVersion"] == "kubeflow.org/v2beta1"
     assert stored["metadata"]["annotations"] == {ANNOTATION: STORED_POLICY}
     assert stored["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "suspend": True}
-    served = get(cluster, namespace, "mpijobs.v2.kubeflow.org", "pi")
     assert served["apiVersion"] == "kubeflow.org/v2"
     assert "annotations" not in served["metadata"]
     assert served["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "suspend": True, "failurePolicy": POLICY}

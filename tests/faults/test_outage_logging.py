@@ -13,9 +13,11 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client import CollectorRegistry
 
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.controller import Controller
+from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.runtime.workqueue import WorkQueue
 from reconciler.settings import Settings
 
@@ -25,6 +27,8 @@ class _Unreachable:
 
     def __init__(self) -> None:
         self.shared = SimpleNamespace(settler=SimpleNamespace(requeue=None), caches=Caches(), settings=Settings())
+        self.registry = CollectorRegistry()
+        self.metrics = OperatorMetrics(self.registry)
 
     async def sync(self, key: str) -> str:
         raise aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443 [Connect call failed]")
@@ -39,3 +43,5 @@ async def test_a_sync_failing_for_an_unreachable_api_server_logs_one_line(caplog
     assert failures, "the failed sync is logged"
     assert all(r.exc_info is None for r in failures), "one line, no traceback"
     assert "Cannot connect" in " ".join(r.getMessage() + str(getattr(r, "kv", "")) for r in failures)
+    errors = reconciler.registry.get_sample_value("mpi_operator_reconcile_errors_total", {"kind": "unreachable"})
+    assert errors == 1.0, "the failed sync is counted as unreachable"

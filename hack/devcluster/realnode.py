@@ -22,6 +22,7 @@ Linux and root only: `unavailable()` says why not, for callers that fall back to
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -60,6 +61,8 @@ SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
 K8S_NAMESPACE = "k8s.io"  # containerd namespace the kubelet (CRI) sees
 REAL_NODE_LABEL = "mpijob.kubeflow.org/real-node"
 OWNER_FILE = CACHE / "realnode-owner.json"  # which work dir holds the machine's one real node
+LOCK_FILE = CACHE / "realnode.lock"  # held while a run uses the real node; the OS drops a killed run's lock
+LOCK_WAIT = float(os.environ.get("MPIJOB_REALNODE_WAIT", "3600"))  # seconds a second run waits for the first
 ALL_IMAGES = ("pause", "openmpi", "openmpi4", "mpich", "intel")
 
 
@@ -287,6 +290,7 @@ class RealNodeCluster(LocalCluster):
         self.node_processes: list[processes.Process] = []
         self.node_timings: dict[str, float] = {}
         self._owns_node = False
+        self._lock_fd: int | None = None
         flags = list(kwargs.pop("apiserver_flags", ()))
         super().__init__(work_dir, nodes=nodes, apiserver_flags=flags, **kwargs)
 
@@ -303,6 +307,7 @@ class RealNodeCluster(LocalCluster):
         if reason:
             raise HarnessError(reason)
         node_bin = self._node_bin or node_bin_dir()
+        self._take_machine_lock()
         self._cleanup_stale()
         self.extra["apiserver"] = [
             "--bind-address=0.0.0.0", f"--advertise-address={NODE_IP}", "--authorization-mode=Node,RBAC",
@@ -454,6 +459,12 @@ class RealNodeCluster(LocalCluster):
                 raise HarnessError("; ".join(errors))
 
     def _stop_node(self) -> None:
+        try:
+            self._stop_owned_node()
+        finally:
+            self._release_machine_lock()
+
+    def _stop_owned_node(self) -> None:
         if not self._owns_node:  # it never got as far as taking the node (or refused to)
             return
         self._owns_node = False
@@ -474,6 +485,34 @@ class RealNodeCluster(LocalCluster):
         shutil.rmtree(self.node_paths.dir, ignore_errors=True)
         if _owner_dir() == self.work_dir:
             OWNER_FILE.unlink(missing_ok=True)
+
+    def _take_machine_lock(self) -> None:
+        """One real node per machine: a second run (another pytest, a demo) waits here until the first stops
+        its node, instead of failing on the fixed bridge."""
+        LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + LOCK_WAIT
+        waiting = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise HarnessError(f"the real node stayed busy for {LOCK_WAIT:.0f}s (another run holds "
+                                       f"{LOCK_FILE})") from None
+                if not waiting:
+                    print(f"[harness] the real node is in use by another run; waiting (up to {LOCK_WAIT:.0f}s)",
+                          file=sys.stderr, flush=True)
+                    waiting = True
+                time.sleep(2)
+        self._lock_fd = fd
+
+    def _release_machine_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor drops the flock
+            self._lock_fd = None
 
     def _cleanup_stale(self) -> None:
         """Refuse to start next to a live real node (one per machine: the bridge is fixed); otherwise a

@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(parser, "controller-queue-rate-limit", dest="queue_rate_limit", type=float, default=10.0,
           help="work queue retry rate (default 10)")
     _flag(parser, "controller-queue-burst", dest="queue_burst", type=int, default=100, help="work queue burst")
-    _flag(parser, "cluster-domain", dest="cluster_domain", default="", help="appended to hostfile entries")
+    _flag(parser, "cluster-domain", dest="cluster_domain", default="",
+          help="the cluster's DNS domain: hostfile entries and the workers' DNS search path (cluster.local if empty)")
     _flag(parser, "max-concurrent-writes", dest="max_concurrent_writes", type=int, default=64,
           help="worker creates and deletes in flight at once, for all jobs together (default 64)")
     _flag(parser, "child-event-delay", dest="child_event_delay", type=float, default=0.2,

@@ -123,7 +123,8 @@ def build_children(job: MPIJob, *, cluster_domain: str = "", gang: GangSchedulin
     if gang is not None:
         objects.append(build_pod_group(job, gang))
     if job.replica_spec(c.WORKER) is not None:
-        objects += [build_worker(job, index, gang) for index in range(worker_replicas(job))]
+        objects += [build_worker(job, index, gang, cluster_domain=cluster_domain)
+                    for index in range(worker_replicas(job))]
     objects.append(build_launcher_job(job, gang))
     return [{"apiVersion": obj.get("apiVersion") or API_VERSIONS[obj["kind"]], **obj} for obj in objects]
 

@@ -32,7 +32,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -268,6 +268,22 @@ COREFILE = """\
     forward . /etc/resolv.conf
 }}
 """
+# a domain this cluster does not use: no such name, at once (the machine's resolver may not answer at all)
+NXDOMAIN_ZONE = """\
+{zone}:53 {{
+    bind {node_ip}
+    template ANY ANY {{
+        rcode NXDOMAIN
+    }}
+}}
+"""
+
+
+def corefile(domains: Sequence[str], kubeconfig: Path, unserved: Sequence[str] = ()) -> str:
+    """CoreDNS's configuration: the cluster's names under each of `domains` (the first is the cluster's own:
+    reverse lookups answer with it), NXDOMAIN for the `unserved` zones, the rest forwarded."""
+    text = COREFILE.format(node_ip=NODE_IP, domains=" ".join(domains), kubeconfig=kubeconfig)
+    return text + "".join(NXDOMAIN_ZONE.format(zone=z, node_ip=NODE_IP) for z in unserved if z not in domains)
 
 
 def cni_config(paths: NodePaths) -> dict[str, Any]:
@@ -392,17 +408,52 @@ class RealNodeCluster(LocalCluster):
         remove_containers(self.node_paths.socket)
 
     # ---- CoreDNS and the kubelet
-    def _start_coredns(self, node_bin: Path) -> None:
-        corefile = self.node_paths.dir / "Corefile"
-        corefile.write_text(COREFILE.format(node_ip=NODE_IP, domains=" ".join(self.cluster_domains),
-                                            kubeconfig=self.kubeconfig))
-        proc = self._spawn_node("coredns", [str(node_bin / "coredns"), "-conf", str(corefile)])
+    def _start_coredns(self, node_bin: Path, unserved: Sequence[str] = ()) -> None:
+        path = self.node_paths.dir / "Corefile"
+        path.write_text(corefile(self.cluster_domains, self.kubeconfig, unserved))
+        proc = self._spawn_node("coredns", [str(node_bin / "coredns"), "-conf", str(path)])
 
         def answers() -> bool:
             proc.check_running()
-            return dns_query(NODE_IP, f"kubernetes.default.svc.{self.cluster_domains[0]}") == [SERVICE_IP]
+            return all(dns_query(NODE_IP, f"kubernetes.default.svc.{d}") == [SERVICE_IP] for d in self.cluster_domains)
 
         wait_for(answers, self.start_timeout, 0.2, what="CoreDNS answering on the bridge")
+
+    @contextlib.contextmanager
+    def custom_cluster_domain(self, domain: str) -> Iterator[None]:
+        """The node as in a cluster whose DNS domain is `domain`, not cluster.local: the kubelet restarted with
+        `clusterDomain: domain` (the pods' search path and the names in their /etc/hosts) and CoreDNS restarted
+        serving the cluster's names under `domain` alone (`cluster.local` names do not exist, as in such a
+        cluster). Running pods keep running; those Ready before are Ready again before this returns. Both are
+        restored afterwards, however the block ends."""
+        before = self.cluster_domains
+        self._switch_cluster_domains([domain], unserved=[CLUSTER_DOMAIN])
+        try:
+            yield
+        finally:
+            self._switch_cluster_domains(before)
+
+    def _switch_cluster_domains(self, domains: Sequence[str], unserved: Sequence[str] = ()) -> None:
+        node_bin = self._node_bin or node_bin_dir()
+        ready = self._ready_pods()
+        self.cluster_domains = list(domains)
+        self._stop_node_process("coredns")
+        self._start_coredns(node_bin, unserved)
+        self._stop_node_process("kubelet")
+        self._start_kubelet(node_bin)
+        wait_for(lambda: ready <= self._ready_pods(), self.start_timeout, 0.2,
+                 what=f"the pods Ready before the switch to {', '.join(domains)} Ready again")
+
+    def _stop_node_process(self, name: str) -> None:
+        for proc in [p for p in self.node_processes if p.name == name]:
+            proc.stop()
+            self.node_processes.remove(proc)
+            self.processes.remove(proc)
+
+    def _ready_pods(self) -> set[str]:
+        pods = self.rest.get(f"/api/v1/pods?fieldSelector=spec.nodeName={NODE_NAME}")["items"]
+        return {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods
+                if not p["metadata"].get("deletionTimestamp") and condition(p, "Ready") == "True"}
 
     def _start_kubelet(self, node_bin: Path) -> None:
         paths, pki = self.node_paths, self.pki
@@ -441,6 +492,13 @@ class RealNodeCluster(LocalCluster):
             return condition(node, "Ready") == "True" and not any(
                 t.get("key") == "node.kubernetes.io/not-ready" for t in taints)
 
+        def serving() -> bool:  # this kubelet, not a predecessor's Ready condition (custom_cluster_domain)
+            proc.check_running()
+            with contextlib.suppress(OSError):
+                return processes.http_get(f"http://127.0.0.1:{healthz}/healthz", timeout=1.0)[0] == 200
+            return False
+
+        wait_for(serving, self.start_timeout, 0.1, what="the kubelet's /healthz")
         wait_for(ready, self.start_timeout, 0.1, what=f"node {NODE_NAME} Ready")
         self.node_timings["node-ready-after-kubelet-start"] = time.monotonic() - began
 

@@ -93,7 +93,8 @@ async def _create(ctx: JobContext, index: int) -> JSONDict:
     """Create worker ``index`` (or read it when it exists); a pod the job does not control stops the sync. The
     pod is kept slim, as the cache holds it: a large job's creates would otherwise keep a full pod (about 10 KiB
     decoded) each until the sync ends."""
-    desired = ctx.labelled(builders.build_worker(ctx.job, index, ctx.shared.settings.gang))
+    desired = ctx.labelled(builders.build_worker(
+        ctx.job, index, ctx.shared.settings.gang, cluster_domain=ctx.shared.settings.cluster_domain))
     pod, _ = await create_or_read(ctx, PODS, desired)
     ensure_controlled(ctx, pod, PODS)
     ctx.shared.expectations.created(ctx.namespace, meta(pod)["name"])

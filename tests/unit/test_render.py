@@ -58,6 +58,15 @@ def test_objects_in_creation_order_with_the_job_as_controller() -> None:
     assert ".svc.cluster.local slots=" in objects[1]["data"]["hostfile"]
 
 
+def test_render_gives_the_cluster_domain_to_the_workers_search_path() -> None:
+    job = yaml.safe_load((REPO_ROOT / "examples" / "pi-intel.yaml").read_text())
+    name, namespace = job["metadata"]["name"], job["metadata"].get("namespace", "default")
+    default = [o for o in render_job(job, gang=None) if o["kind"] == "Pod"]
+    custom = [o for o in render_job(job, cluster_domain="kube.local", gang=None) if o["kind"] == "Pod"]
+    assert {s for o in default for s in o["spec"]["dnsConfig"]["searches"]} == {f"{name}.{namespace}.svc.cluster.local"}
+    assert {s for o in custom for s in o["spec"]["dnsConfig"]["searches"]} == {f"{name}.{namespace}.svc.kube.local"}
+
+
 def test_gang_scheduling_adds_the_pod_group_and_json_output() -> None:
     result = render("-o", "json", "--gang-scheduling=volcano", str(REPO_ROOT / "examples" / "pi-openmpi.yaml"))
     assert result.returncode == 0, result.stderr

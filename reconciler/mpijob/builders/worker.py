@@ -19,10 +19,15 @@ from shared.api import names
 from shared.api.types import MPIJob
 from shared.jsondict import JSONDict
 
+DEFAULT_SEARCH_DOMAIN = "cluster.local"
 
-def worker_dns_search(job: MPIJob) -> str:
-    """``<job>.<ns>.svc.cluster.local``: hard-coded ``cluster.local`` whatever ``--cluster-domain`` says."""
-    return f"{names.service_name(job.name)}.{job.namespace}.svc.cluster.local"
+
+def worker_dns_search(job: MPIJob, cluster_domain: str = "") -> str:
+    """``<job>.<ns>.svc.<domain>``, the search path through which Intel MPI's and MPICH's workers resolve the
+    launcher by its short hostname: ``--cluster-domain`` when set (upstream's fix after v0.8.2,
+    kubeflow/mpi-operator#832), else ``cluster.local`` as v0.8.2 hard-codes it (the hostfile then holds
+    ``...svc`` names and says nothing of the domain)."""
+    return f"{names.service_name(job.name)}.{job.namespace}.svc.{cluster_domain or DEFAULT_SEARCH_DOMAIN}"
 
 
 def worker_replica_index(job: MPIJob, index: int) -> str:
@@ -30,8 +35,10 @@ def worker_replica_index(job: MPIJob, index: int) -> str:
     return str(index + 1 if runs_launcher_as_worker(job) else index)
 
 
-def build_worker(job: MPIJob, index: int, gang: GangScheduling | None = None) -> JSONDict:
-    """Pod ``<job>-worker-<index>`` from a copy of the Worker template, as upstream's ``newWorker``."""
+def build_worker(job: MPIJob, index: int, gang: GangScheduling | None = None, *,
+                 cluster_domain: str = "") -> JSONDict:
+    """Pod ``<job>-worker-<index>`` from a copy of the Worker template, as upstream's ``newWorker``; its DNS
+    search path ends in ``cluster_domain`` (``--cluster-domain``), ``cluster.local`` when that is empty."""
     name = names.worker_name(job.name, index)
     template = copy_template(job, c.WORKER)
     set_pod_labels(template, {
@@ -41,7 +48,7 @@ def build_worker(job: MPIJob, index: int, gang: GangScheduling | None = None) ->
     spec = template["spec"]
     set_host_identity(spec, name, job.name)
     spec["dnsConfig"] = spec.get("dnsConfig") or {}
-    append_items(spec["dnsConfig"], "searches", [worker_dns_search(job)])
+    append_items(spec["dnsConfig"], "searches", [worker_dns_search(job, cluster_domain)])
     spec["restartPolicy"] = replica_restart_policy(job, c.WORKER)
     container = first_container(spec)
     if not container.get("command") and not container.get("args"):

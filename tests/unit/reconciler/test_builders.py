@@ -203,6 +203,43 @@ def test_new_launcher_and_worker(job: MPIJob, index: int, launcher: JSONDict, wo
     assert build_worker(job, index) == worker
 
 
+# --- --cluster-domain: the workers' DNS search path (upstream's fix after v0.8.2, kubeflow/mpi-operator#832) ---
+
+def with_search(worker: JSONDict, search: str) -> JSONDict:
+    changed = orjson.loads(orjson.dumps(worker))
+    changed["spec"]["dnsConfig"] = {"searches": [search]}
+    return changed
+
+
+@pytest.mark.parametrize(("job", "index", "launcher", "worker"), NEW_LAUNCHER_AND_WORKER)
+def test_the_default_cluster_domain_changes_nothing(job: MPIJob, index: int, launcher: JSONDict,
+                                                    worker: JSONDict) -> None:
+    """An empty --cluster-domain (the default) builds v0.8.2's objects: the search path ends in cluster.local."""
+    assert build_worker(job, index, cluster_domain="") == worker
+    assert build_worker(job, index, cluster_domain="cluster.local") == worker
+    assert build_launcher_job(job) == launcher
+
+
+@pytest.mark.parametrize(("job", "index", "launcher", "worker"), NEW_LAUNCHER_AND_WORKER)
+@pytest.mark.parametrize("domain", ["kube.local", "mpi.example.org"])
+def test_a_custom_cluster_domain_is_the_workers_search_path(job: MPIJob, index: int, launcher: JSONDict,
+                                                             worker: JSONDict, domain: str) -> None:
+    """Whole worker Pods: only the search entry differs, ``<job>.<ns>.svc.<domain>``; the launcher gets none."""
+    name, namespace = job.name, job.namespace
+    assert build_worker(job, index, cluster_domain=domain) == with_search(worker, f"{name}.{namespace}.svc.{domain}")
+    assert build_launcher_job(job) == launcher
+
+
+def test_a_custom_cluster_domain_is_appended_to_the_templates_dns_config() -> None:
+    template = {"spec": {"dnsConfig": {"searches": ["example.com"], "options": [{"name": "ndots", "value": "2"}]},
+                         "containers": [{}]}}
+    job = make_job("j", "ns", mpiReplicaSpecs={"Launcher": replica(), "Worker": {"template": template}})
+    pod = build_worker(job, 0, GangScheduling("volcano"), cluster_domain="kube.local")
+    assert pod["spec"]["dnsConfig"] == {"searches": ["example.com", "j.ns.svc.kube.local"],
+                                        "options": [{"name": "ndots", "value": "2"}]}
+    assert job.replica_spec("Worker").template["spec"]["dnsConfig"]["searches"] == ["example.com"], "job untouched"
+
+
 # --- Launcher Job run policy, suspend, restart policy ---------------------------------------------------
 
 @pytest.mark.parametrize(("run_policy", "expected"), [

@@ -128,3 +128,24 @@ async def test_the_write_limit_holds_for_all_the_jobs_synced_at_once(monkeypatch
     assert created == sorted(f"{job}-worker-{i}" for job in ("one", "two") for i in range(8))
     assert (cluster.peak_in_flight, cluster.peak_outstanding) == (3, 3), (
         "3 writes in flight for both jobs together, and a pod is built only when its write can start")
+
+
+async def test_the_cluster_domain_reaches_the_workers_search_path_and_the_hostfile() -> None:
+    """--cluster-domain=kube.local: the sync creates workers whose search path is ``<job>.<ns>.svc.kube.local``
+    (upstream's fix after v0.8.2) beside a hostfile of ``...svc.kube.local`` names; the launcher gets no search
+    path. Objects compared whole with the builders given the same domain."""
+    world = World(new_mpijob(workers=2, implementation="Intel"))
+    world.reconciler = Reconciler(Shared(world.caches, world.cluster, Settings(cluster_domain="kube.local"),
+                                         lambda: KEYS), OperatorMetrics(CollectorRegistry()), lambda: NOW)
+    await world.sync()
+    model = defaulted(world.job)
+    for index in range(2):
+        worker = world.cluster.created("pods", f"test-worker-{index}")
+        assert worker == builders.build_worker(model, index, cluster_domain="kube.local")
+        assert worker["spec"]["dnsConfig"] == {"searches": ["test.default.svc.kube.local"]}
+    config = world.cluster.created("configmaps", "test-config")
+    assert config["data"]["hostfile"] == ("test-worker-0.test.default.svc.kube.local:1\n"
+                                          "test-worker-1.test.default.svc.kube.local:1\n")
+    launcher = world.cluster.created("jobs", "test-launcher")
+    assert launcher == builders.build_launcher_job(model)
+    assert "dnsConfig" not in launcher["spec"]["template"]["spec"]

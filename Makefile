@@ -59,8 +59,10 @@ testbin:
 	@bash hack/build/build-testbin.sh >/dev/null
 
 # The real node's binaries (kubelet, CoreDNS; containerd & co. from Debian) and the images it runs
-# (pause, mpi-pi:{openmpi,openmpi4,mpich,intel}, our webhook and reconciler from their Dockerfiles via buildah),
-# cached under ~/.cache/mpijob-operator; a no-op when cached. Needs Linux and root: skipped otherwise.
+# (pause, mpi-pi:{openmpi,openmpi4,mpich,intel}, Prometheus from Debian trixie's package for
+# tests/e2e/test_monitoring.py, our webhook and reconciler from their Dockerfiles via buildah), cached under
+# ~/.cache/mpijob-operator; a no-op when cached. Each image's build prints its time ("prometheus ready (20 s)",
+# 0 s when cached). Needs Linux and root: skipped otherwise.
 node-images: testbin
 	@if [ "$$(uname -s)" = Linux ] && [ "$$(id -u)" = 0 ]; then \
 	  bash hack/build/build-node.sh >/dev/null && bash hack/build/build-images.sh >/dev/null && \

@@ -14,6 +14,9 @@ from webhook.tls import CertificateReloader
 # Admission takes well under a millisecond in the process; the API server's own histogram starts at 5 ms.
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 LABELS = ("operation", "result")
+# Each operation's error count is exported from the start, at 0: the MPIJobWebhookErrors alert's rate() then has a
+# series to compute while nothing fails (and a renamed metric is seen as missing, not as a quiet 0).
+OPERATIONS = ("mutate", "validate", "convert")
 
 
 @dataclass
@@ -37,6 +40,8 @@ class WebhookMetrics:
             "mpijob_webhook_conversion_failures",
             "ConversionReviews answered with result Failed (an object that cannot be converted, an internal error).",
             registry=self.registry)
+        for operation in OPERATIONS:
+            self.requests.labels(operation, "error")
 
     def watch_certificate(self, reloader: CertificateReloader) -> None:
         """Export the serving certificate's reloads, failures and expiry."""

@@ -10,8 +10,11 @@
 # Each pi image has upstream's conventions (user mpiuser, uid 1000; sshd on port 2222 with
 # ~/.sshd_config; /home/mpiuser/pi) plus /home/mpiuser/netcheck, built from examples/netcheck/netcheck.c.
 #   mpijob-operator/python-base  Debian's Python 3.11: the local base of Dockerfile.webhook/.reconciler
-# Usage: build-images.sh [pause|openmpi|openmpi4|mpich|intel|python ...] (default: all). Each archive is keyed by the
-# hash of its inputs; a second run with the archives present does no work. Prints the image directory.
+#   mpijob-operator/prometheus:trixie  Debian trixie's prometheus package (2.53), for tests/e2e/test_monitoring.py
+#                                (bookworm's 2.42 is built without Kubernetes service discovery)
+# Usage: build-images.sh [pause|openmpi|openmpi4|mpich|intel|prometheus|python ...] (default: all but python).
+# Each archive is keyed by the hash of its inputs; a second run with the archives present does no work. Each image
+# logs its build time ("prometheus ready (20 s)"). Prints the image directory.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -146,7 +149,37 @@ build_python() {
   rm -rf "$work"
 }
 
-targets=("$@"); (( ${#targets[@]} )) || targets=(pause openmpi openmpi4 mpich intel)
+# Prometheus as users run it, from a distribution package: Debian trixie's `prometheus` (2.53), which apt resolves
+# from trixie's Packages index and checks against its SHA256 there (the index itself signed by the Release file).
+# Bookworm's 2.42 cannot be used: Debian builds it without Kubernetes service discovery ("field
+# kubernetes_sd_configs not found"), which deploy/monitoring/prometheus-scrape.yaml needs. The image runs
+# /usr/bin/prometheus as nobody; the Pod gives it its configuration and an emptyDir for the TSDB.
+PROMETHEUS_SUITE=trixie
+PROMETHEUS_HOOKS=(
+  --customize-hook='mkdir -p "$1/prometheus" && chown 65534:65534 "$1/prometheus"'
+  --customize-hook='rm -rf "$1/var/cache/apt/archives"/*.deb "$1/var/lib/apt/lists"/* "$1/usr/share/doc" "$1/usr/share/man"'
+)
+PROMETHEUS_CONFIG=(--entrypoint /usr/bin/prometheus --user 65534:65534 --workdir /prometheus
+  --cmd=--config.file=/etc/prometheus/prometheus.yml --cmd=--storage.tsdb.path=/prometheus
+  --env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+build_prometheus() {
+  local tag="mpijob-operator/prometheus:$PROMETHEUS_SUITE"
+  local out="$OUT/prometheus-$(inputs_hash "prometheus,ca-certificates $PROMETHEUS_SUITE" "${PROMETHEUS_HOOKS[@]}" \
+    "${PROMETHEUS_CONFIG[@]}").tar"
+  [[ -f "$out" ]] && return 0
+  need_mmdebstrap
+  local work; work="$(mktemp -d)"
+  log "$tag: mmdebstrap $PROMETHEUS_SUITE with prometheus"
+  mmdebstrap --quiet --variant=apt --format=tar --include=prometheus,ca-certificates \
+    --customize-hook="chroot \"\$1\" dpkg-query -W -f '\${Version}' prometheus > $work/version" \
+    "${PROMETHEUS_HOOKS[@]}" "$PROMETHEUS_SUITE" "$work/layer.tar" "$MIRROR" >&2
+  log "$tag: Debian's prometheus $(cat "$work/version")"
+  rm -f "$OUT/prometheus-"????????????.tar
+  pack "$work/layer.tar" "$out" "$tag" "${PROMETHEUS_CONFIG[@]}"
+  rm -rf "$work"
+}
+
+targets=("$@"); (( ${#targets[@]} )) || targets=(pause openmpi openmpi4 mpich intel prometheus)
 for t in "${targets[@]}"; do
   began=$SECONDS
   "build_$t"

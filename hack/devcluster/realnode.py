@@ -63,7 +63,8 @@ REAL_NODE_LABEL = "mpijob.kubeflow.org/real-node"
 OWNER_FILE = CACHE / "realnode-owner.json"  # which work dir holds the machine's one real node
 LOCK_FILE = CACHE / "realnode.lock"  # held while a run uses the real node; the OS drops a killed run's lock
 LOCK_WAIT = float(os.environ.get("MPIJOB_REALNODE_WAIT", "3600"))  # seconds a second run waits for the first
-ALL_IMAGES = ("pause", "openmpi", "openmpi4", "mpich", "intel")
+ALL_IMAGES = ("pause", "openmpi", "openmpi4", "mpich", "intel", "prometheus")
+ARCHIVE_PREFIXES = {"pause": "pause-", "prometheus": "prometheus-"}  # the others: mpi-pi-<name>-
 
 
 def unavailable() -> str | None:
@@ -93,12 +94,12 @@ def node_bin_dir() -> Path:
 
 
 def image_archives(names: Sequence[str] = ALL_IMAGES) -> list[Path]:
-    """The docker-archives of the named images (pause, openmpi, openmpi4, mpich, intel), built once by
-    hack/build/build-images.sh and cached."""
+    """The docker-archives of the named images (pause, openmpi, openmpi4, mpich, intel, prometheus: Debian
+    trixie's, for tests/e2e/test_monitoring.py), built once by hack/build/build-images.sh and cached."""
     out = _run_build(IMAGES_BUILD_SCRIPT, *names)
     found = []
     for name in names:
-        prefix = "pause-" if name == "pause" else f"mpi-pi-{name}-"
+        prefix = ARCHIVE_PREFIXES.get(name, f"mpi-pi-{name}-")
         archive = re.compile(re.escape(prefix) + r"[0-9a-f]{12}\.tar")  # mpi-pi-openmpi-*, not openmpi4-*
         candidates = sorted((p for p in out.glob(f"{prefix}*.tar") if archive.fullmatch(p.name)),
                             key=lambda p: p.stat().st_mtime)

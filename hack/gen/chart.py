@@ -4,7 +4,8 @@
 The CRD (into the chart's crds/, which Helm installs but never templates, upgrades or deletes), the reconciler's
 ClusterRole and the aggregated user roles have no values, so the chart holds copies of deploy/'s files, each
 object given the labels deploy/kustomization.yaml adds; the files keep their comments. `--check` exits 1 when
-a copy is stale. tests/unit/test_chart.py compares every object the chart renders with kustomize's.
+a copy is stale. The alert rules of deploy/monitoring are copied as they are into files/, which the PrometheusRule
+template reads. tests/unit/test_chart.py compares every object the chart renders with kustomize's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ COPIES = {  # source in deploy/ -> copy in the chart
     "crds/kubeflow.org_mpijobs.yaml": "crds/kubeflow.org_mpijobs.yaml",
     "rbac/cluster-role.yaml": "templates/cluster-role.yaml",
     "rbac/user-roles.yaml": "templates/user-roles.yaml",
+}
+VERBATIM = {  # source in deploy/ -> a file of the chart that templates read as data (.Files.Get), copied as it is
+    "monitoring/prometheus-rules.yaml": "files/prometheus-rules.yaml",
 }
 
 
@@ -67,7 +71,10 @@ def labelled(text: str, labels: dict[str, str], source: str) -> str:
 def expected() -> dict[Path, str]:
     labels = common_labels(DEPLOY / "kustomization.yaml")
     return {CHART / copy: labelled((DEPLOY / source).read_text(encoding="utf-8"), labels, source)
-            for source, copy in COPIES.items()}
+            for source, copy in COPIES.items()} | {
+        CHART / copy: f"# Copied from deploy/{source} by hack/gen/chart.py (`make chart`); DO NOT EDIT.\n"
+                      + (DEPLOY / source).read_text(encoding="utf-8")
+        for source, copy in VERBATIM.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

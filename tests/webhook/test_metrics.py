@@ -19,6 +19,9 @@ FAILURES_HELP = ("ConversionReviews answered with result Failed (an object that 
 FAILURES = [f"# HELP mpijob_webhook_conversion_failures_total {FAILURES_HELP}",
             "# TYPE mpijob_webhook_conversion_failures_total counter",
             "mpijob_webhook_conversion_failures_total 0.0"]
+# each operation's error count, exported at 0 before any request (webhook/metrics.py, OPERATIONS)
+ERRORS = [f'mpijob_webhook_requests_total{{operation="{operation}",result="error"}} 0.0'
+          for operation in ("mutate", "validate", "convert")]
 BOUNDS = ["0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "1.0",
           "+Inf"]
 
@@ -37,6 +40,7 @@ def test_one_request_is_one_counted_series_and_one_histogram_series() -> None:
     assert without_created(generate_latest(metrics.registry).decode()) == [
         f"# HELP mpijob_webhook_requests_total {REQUESTS_HELP}",
         "# TYPE mpijob_webhook_requests_total counter",
+        *ERRORS,
         f"mpijob_webhook_requests_total{{{labels}}} 1.0",
         f"# HELP mpijob_webhook_request_duration_seconds {LATENCY_HELP}",
         "# TYPE mpijob_webhook_request_duration_seconds histogram",
@@ -60,11 +64,13 @@ def test_series_per_operation_and_result() -> None:
     assert 'mpijob_webhook_request_duration_seconds_sum{operation="validate",result="denied"} 2.5007' in text
 
 
-def test_no_request_no_series() -> None:
-    """No series of requests; the conversion failures counter, which has no labels, is 0."""
+def test_no_request_no_series_but_the_errors_at_zero() -> None:
+    """No series of requests but each operation's error count at 0 (for the MPIJobWebhookErrors alert's rate());
+    no latency series; the conversion failures counter, which has no labels, is 0."""
     assert without_created(generate_latest(WebhookMetrics().registry).decode()) == [
         f"# HELP mpijob_webhook_requests_total {REQUESTS_HELP}",
         "# TYPE mpijob_webhook_requests_total counter",
+        *ERRORS,
         f"# HELP mpijob_webhook_request_duration_seconds {LATENCY_HELP}",
         "# TYPE mpijob_webhook_request_duration_seconds histogram",
         *FAILURES,

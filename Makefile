@@ -19,6 +19,7 @@ help:
 	@echo "make cluster-down  stop it"
 	@echo "make e2e-up        a local control plane plus a real node (kubelet, containerd) running our images and operator"
 	@echo "make e2e-down      stop it; make e2e: the real-node end-to-end tests alone"
+	@echo "make images REGISTRY=host[:port]/path [TAG=...] [INSECURE=1]  build the operator's images, push them, print how to deploy them"
 	@echo "make crd           regenerate deploy/crds/kubeflow.org_mpijobs.yaml (and the Helm chart's copy)"
 	@echo "make chart         copy the CRD and the fixed RBAC of deploy/ into the Helm chart, deploy/chart/mpi-operator"
 	@echo "make helm          build Helm (helm.sh/helm/v4) from the Go module proxy, cached (hack/build/build-helm.sh)"
@@ -66,8 +67,17 @@ testbin:
 node-images: testbin
 	@if [ "$$(uname -s)" = Linux ] && [ "$$(id -u)" = 0 ]; then \
 	  bash hack/build/build-node.sh >/dev/null && bash hack/build/build-images.sh >/dev/null && \
-	  bash hack/build/build-operator-images.sh >/dev/null; \
+	  bash hack/build/build-operator-images.sh >/dev/null && bash hack/build/install-registry.sh >/dev/null; \
 	else echo "node-images: not Linux/root, the real-node tests (tests/e2e) will be skipped"; fi
+
+# The operator's images pushed to your registry: `make images REGISTRY=registry.example.com/mpi [TAG=v0.1.0]
+# [INSECURE=1]` builds them (buildah, no Docker engine) and pushes $(REGISTRY)/mpijob-webhook:$(TAG) and
+# $(REGISTRY)/mpijob-reconciler:$(TAG) with skopeo (`skopeo login` first), then prints the references and the
+# kustomize and Helm settings that deploy them (docs/operator-guide.md#images-from-your-registry). TAG defaults to
+# `git describe --tags --always --dirty`; INSECURE=1 allows plain HTTP or an untrusted certificate (a test registry).
+.PHONY: images
+images:
+	@REGISTRY="$(REGISTRY)" TAG="$(TAG)" INSECURE="$(INSECURE)" bash hack/build/push-operator-images.sh
 
 e2e: $(STAMP) node-images
 	$(VENV)/bin/pytest tests/e2e

@@ -197,6 +197,11 @@ class NodePaths:
     def cni_state(self) -> Path:
         return self.dir / "cni-ipam"
 
+    @property
+    def registry_hosts(self) -> Path:
+        """containerd's registry host configurations: `<host[:port]>/hosts.toml` (read at each pull)."""
+        return self.dir / "certs.d"
+
 
 CONTAINERD_CONFIG = """\
 version = 2
@@ -217,6 +222,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{cni_conf}"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{registry_hosts}"
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -252,6 +259,10 @@ evictionHard: {{memory.available: 50Mi, nodefs.available: 1%, imagefs.available:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
+# Images present are used as they are. The default (NeverVerifyPreloadedImages, kubelet 1.33+) re-verifies an
+# imported image once the kubelet has pulled the same image ID under another name: after tests/e2e/test_registry.py
+# pulled the operator from its registry, `mpijob-operator/*:dev` (imported, same ID) would be pulled from docker.io
+imagePullCredentialsVerificationPolicy: NeverVerify
 maxPods: 40
 syncFrequency: 10s  # ConfigMap volumes (discover_hosts.sh) follow within seconds, not a minute
 """
@@ -368,13 +379,14 @@ class RealNodeCluster(LocalCluster):
 
     def _start_containerd(self) -> None:
         paths = self.node_paths
-        for d in (paths.dir, paths.containerd_state, paths.cni_conf, paths.cni_state, CONTAINERD_ROOT):
+        for d in (paths.dir, paths.containerd_state, paths.cni_conf, paths.cni_state, paths.registry_hosts,
+                  CONTAINERD_ROOT):
             d.mkdir(parents=True, exist_ok=True)
         (paths.cni_conf / "10-mpijob.conflist").write_text(json.dumps(cni_config(paths), indent=2))
         config = paths.dir / "containerd.toml"
         config.write_text(CONTAINERD_CONFIG.format(root=CONTAINERD_ROOT, state=paths.containerd_state,
                                                    socket=paths.socket, sandbox_image=SANDBOX_IMAGE,
-                                                   cni_conf=paths.cni_conf))
+                                                   cni_conf=paths.cni_conf, registry_hosts=paths.registry_hosts))
         proc = self._spawn_node("containerd", ["containerd", f"--config={config}"])
 
         def up() -> bool:
@@ -407,6 +419,25 @@ class RealNodeCluster(LocalCluster):
 
     def _remove_containers(self) -> None:
         remove_containers(self.node_paths.socket)
+
+    @contextlib.contextmanager
+    def registry_configured(self, host: str, *, plain_http: bool = False, ca: Path | None = None) -> Iterator[Path]:
+        """containerd told how to reach the registry `host` (host[:port]), as an admin configures each node:
+        `certs.d/<host>/hosts.toml` under the CRI plugin's `config_path`, over plain HTTP or HTTPS trusting
+        `ca`; read at each pull, so no restart. Removed afterwards. Yields the file."""
+        scheme = "http" if plain_http else "https"
+        lines = [f'server = "{scheme}://{host}"', "", f'[host."{scheme}://{host}"]',
+                 '  capabilities = ["pull", "resolve"]']
+        if ca is not None:
+            lines.append(f'  ca = "{ca}"')
+        directory = self.node_paths.registry_hosts / host
+        directory.mkdir(parents=True, exist_ok=True)
+        hosts = directory / "hosts.toml"
+        hosts.write_text("\n".join(lines) + "\n")
+        try:
+            yield hosts
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
 
     # ---- CoreDNS and the kubelet
     def _start_coredns(self, node_bin: Path, unserved: Sequence[str] = ()) -> None:

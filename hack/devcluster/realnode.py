@@ -467,13 +467,18 @@ class RealNodeCluster(LocalCluster):
 
     def _switch_cluster_domains(self, domains: Sequence[str], unserved: Sequence[str] = ()) -> None:
         node_bin = self._node_bin or node_bin_dir()
-        ready = self._ready_pods()
+        ready = self._pods()[1]
         self.cluster_domains = list(domains)
         self._stop_node_process("coredns")
         self._start_coredns(node_bin, unserved)
         self._stop_node_process("kubelet")
         self._start_kubelet(node_bin)
-        wait_for(lambda: ready <= self._ready_pods(), self.start_timeout, 0.2,
+
+        def ready_again() -> bool:  # those still there: a test's namespace may be going away meanwhile
+            live, now_ready = self._pods()
+            return ready & live <= now_ready
+
+        wait_for(ready_again, self.start_timeout, 0.2,
                  what=f"the pods Ready before the switch to {', '.join(domains)} Ready again")
 
     def _stop_node_process(self, name: str) -> None:
@@ -482,10 +487,12 @@ class RealNodeCluster(LocalCluster):
             self.node_processes.remove(proc)
             self.processes.remove(proc)
 
-    def _ready_pods(self) -> set[str]:
+    def _pods(self) -> tuple[set[str], set[str]]:
+        """The real node's pods not being deleted, and those of them Ready (namespace/name)."""
         pods = self.rest.get(f"/api/v1/pods?fieldSelector=spec.nodeName={NODE_NAME}")["items"]
-        return {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods
-                if not p["metadata"].get("deletionTimestamp") and condition(p, "Ready") == "True"}
+        live = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pods
+                if not p["metadata"].get("deletionTimestamp")}
+        return set(live), {name for name, p in live.items() if condition(p, "Ready") == "True"}
 
     def _start_kubelet(self, node_bin: Path) -> None:
         paths, pki = self.node_paths, self.pki

@@ -19,46 +19,34 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from shared.certificates import (
+    CLOCK_SKEW,
+    IPAddress,
+    build_ca,
+    build_serving_cert,
+    cert_pem,
+    generate_key,
+    key_pem,
+    service_dns_names,
+)
 from shared.cli import positive_int
 from shared.logs import configure_logging
 
+__all__ = ["CLOCK_SKEW", "cert_pem", "generate_ca", "generate_key", "issue_serving_cert", "key_pem", "main",
+           "service_dns_names"]
 logger = logging.getLogger("webhook.certs")
 
-CLOCK_SKEW = timedelta(minutes=5)
-"""notBefore is backdated by this much so that nodes with a slightly late clock accept a new cert."""
-
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY, CA_BUNDLE = "ca.crt", "ca.key", "tls.crt", "tls.key", "ca-bundle.b64"
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-def generate_key() -> ec.EllipticCurvePrivateKey:
-    """Return a fresh ECDSA P-256 private key."""
-    return ec.generate_private_key(ec.SECP256R1())
 
 
 def generate_ca(
     common_name: str, *, days: int, now: datetime, key: ec.EllipticCurvePrivateKey | None = None
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     """Build a self-signed CA valid from `now - CLOCK_SKEW` for `days` days; it may sign leaves only."""
-    key = key or generate_key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    usage = _key_usage(digital_signature=True, key_cert_sign=True, crl_sign=True)
-    cert = (
-        _validity(x509.CertificateBuilder(), now, now + timedelta(days=days))
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(usage, critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert, key
+    return build_ca(common_name, validity=timedelta(days=days), now=now, key=key)
 
 
 def issue_serving_cert(
@@ -72,47 +60,8 @@ def issue_serving_cert(
     key: ec.EllipticCurvePrivateKey | None = None,
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     """Issue a TLS server certificate signed by the CA; it never outlives the CA."""
-    if not dns_names and not ip_addresses:
-        raise ValueError("a serving certificate needs at least one DNS name or IP address")
-    key = key or generate_key()
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
-    sans += [x509.IPAddress(ip) for ip in ip_addresses]
-    common_name = dns_names[0] if dns_names else str(ip_addresses[0])
-    not_after = min(now + timedelta(days=days), ca_cert.not_valid_after_utc)
-    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    cert = (
-        _validity(x509.CertificateBuilder(), now, not_after)
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(digital_signature=True), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    return cert, key
-
-
-def service_dns_names(service: str, namespace: str, cluster_domain: str = "cluster.local") -> list[str]:
-    """The names a Service is reached by: `svc`, `svc.ns`, `svc.ns.svc`, `svc.ns.svc.<domain>`."""
-    names = [service, f"{service}.{namespace}", f"{service}.{namespace}.svc"]
-    return [*names, f"{service}.{namespace}.svc.{cluster_domain}"] if cluster_domain else names
-
-
-def cert_pem(cert: x509.Certificate) -> bytes:
-    """PEM encoding of a certificate."""
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    """Unencrypted PKCS#8 PEM encoding of a private key."""
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    return build_serving_cert(ca_cert, ca_key, dns_names, ip_addresses, validity=timedelta(days=days), now=now,
+                              key=key)
 
 
 def write_bundle(
@@ -205,26 +154,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reuse-ca", action="store_true", help="keep the CA in out-dir, re-issue the leaf")
     p.add_argument("--print-ca-bundle", action="store_true", help="print the base64 caBundle on stdout")
     return p
-
-
-def _validity(builder: x509.CertificateBuilder, now: datetime, until: datetime) -> x509.CertificateBuilder:
-    return builder.not_valid_before(now - CLOCK_SKEW).not_valid_after(until)
-
-
-def _key_usage(
-    *, digital_signature: bool = False, key_cert_sign: bool = False, crl_sign: bool = False
-) -> x509.KeyUsage:
-    return x509.KeyUsage(
-        digital_signature=digital_signature,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=key_cert_sign,
-        crl_sign=crl_sign,
-        encipher_only=False,
-        decipher_only=False,
-    )
 
 
 def _write_atomic(path: Path, data: bytes, mode: int) -> None:

@@ -157,7 +157,7 @@ class CertificateReloader:
         previous certificate.
         """
         try:
-            cert_pem, key_pem = self.cert_file.read_bytes(), self.key_file.read_bytes()
+            cert_pem, key_pem = self._read_pair()
         except OSError as exc:
             error = f"{exc.strerror}: {exc.filename}" if exc.strerror and exc.filename else str(exc)
             return self._reject(hashlib.sha256(repr(exc).encode()).digest(), f"read failed: {error}", log_failure)
@@ -174,6 +174,18 @@ class CertificateReloader:
         kv = {"serial": cert.serial_hex, "sha256": cert.fingerprint_sha256, "not_after": cert.not_after.isoformat()}
         logger.info("tls certificate loaded", extra={"kv": {**self._files(), **kv, "reloads": self.reload_count}})
         return True
+
+    def _read_pair(self) -> tuple[bytes, bytes]:
+        """The two files as one consistent pair: the certificate is read again after the key, and the pair read anew
+        while it changed under us (kubelet swapping the Secret volume between the two reads), at most three times;
+        so a rotation is not counted as a failed load because of an unlucky instant."""
+        cert_pem, key_pem = self.cert_file.read_bytes(), self.key_file.read_bytes()
+        for _ in range(3):
+            again = self.cert_file.read_bytes()
+            if again == cert_pem:
+                break
+            cert_pem, key_pem = again, self.key_file.read_bytes()
+        return cert_pem, key_pem
 
     async def start(self) -> None:
         """Load the pair once and start watching; a failed first load leaves `ready` false, no raise."""

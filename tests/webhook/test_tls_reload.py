@@ -330,3 +330,26 @@ async def test_rotation_under_admission_load_fails_no_request(pki: Pki, aiohttp_
     assert all(n > 10 for n in answered), answered
     print(f"tls rotation under load: {ROTATIONS} rotations, {CLIENTS} clients, {sum(answered)} admissions, "
           f"{len(failures)} failed")
+
+
+class SwappedUnderUs:
+    """A file whose content changes after the first read, as when kubelet swaps the volume's `..data` link between
+    the reloader's read of the certificate and of the key."""
+
+    def __init__(self, *contents: bytes) -> None:
+        self.contents, self.reads = list(contents), 0
+
+    def read_bytes(self) -> bytes:
+        self.reads += 1
+        return self.contents[min(self.reads, len(self.contents)) - 1]
+
+
+def test_a_pair_swapped_between_two_reads_is_read_again_not_counted_as_a_failure(pki: Pki) -> None:
+    old_cert, _old_key, _ = pki.issue()
+    new_cert, new_key, new_serial = pki.issue()
+    reloader = CertificateReloader(pki.secret_dir / "tls.crt", pki.secret_dir / "tls.key", poll_interval=POLL)
+    cert_file = SwappedUnderUs(old_cert, new_cert)  # the old certificate, then the new one for good
+    reloader.cert_file, reloader.key_file = cert_file, SwappedUnderUs(new_key)  # type: ignore[assignment]
+    assert reloader.reload()
+    assert (loaded_serial(reloader), reloader.failure_count, reloader.last_error) == (new_serial, 0, None)
+    assert cert_file.reads == 3  # old, new (after the key: changed), new again (steady)

@@ -15,6 +15,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, disable_created_metrics, generate_latest
 
+from reconciler.certs.kube import webhook_certificates
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import KubeCluster
 from reconciler.mpijob.context import Shared
@@ -60,7 +61,8 @@ async def run(options: Options) -> int:
     metrics.watch_queue(queue.__len__)
     metrics.watch_jobs(shared.caches.mpijobs)
     controller = Controller(client, Reconciler(shared, metrics), queue, namespace=options.namespace,
-                            threadiness=options.threadiness, child_event_delay=options.child_event_delay)
+                            threadiness=options.threadiness, child_event_delay=options.child_event_delay,
+                            background=webhook_certificates(options, metrics.registry))
     # Leader election has a client of its own (own connections, no client-side rate limit): its renewals
     # must never wait behind the controller's bulk writes, or a large job costs the Lease.
     lease_client = KubeClient(configuration, qps=0, burst=1) if options.leader_elect else None

@@ -6,6 +6,9 @@ import argparse
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
+
+from shared.cli import duration
 
 # The klog flags the Go binary registers (v0.8.2: klog.InitFlags in cmd/mpi-operator/app/options), which
 # upstream's manifests pass (-alsologtostderr) and users add (-v=2): accepted and ignored, so upstream's
@@ -38,6 +41,13 @@ class Options:
     progress_write_interval: float
     log_level: str
     log_format: str
+    # the webhook's built-in certificates (reconciler/certs), off by default as upstream has none
+    manage_webhook_certificates: bool = False
+    webhook_cert_duration: timedelta = timedelta(days=365)
+    webhook_cert_renew_before: timedelta = timedelta(days=30)
+    webhook_ca_duration: timedelta = timedelta(days=3650)
+    webhook_ca_renew_before: timedelta = timedelta(days=90)
+    webhook_cert_extra_dns_names: tuple[str, ...] = ()
 
 
 UPSTREAM_QPS, UPSTREAM_BURST = 5.0, 10  # upstream's client limits, in force when either flag is given
@@ -100,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(parser, "progress-write-interval", dest="progress_write_interval", type=float, default=1.0,
           help="least seconds between a job's writes that only report progress (worker counts, Running workers "
                "in discover_hosts.sh); condition changes are written at once (default 1; 0: every change)")
+    _certificate_flags(parser)
     _flag(parser, "log-level", dest="log_level", default="info", choices=["debug", "info", "warning", "error"])
     _flag(parser, "log-format", dest="log_format", default="logfmt", choices=["logfmt", "json"])
     for name in _KLOG_BOOL:
@@ -107,6 +118,26 @@ def build_parser() -> argparse.ArgumentParser:
     for name in _KLOG_VALUE:
         _flag(parser, name, default=None, help=argparse.SUPPRESS)
     return parser
+
+
+def _certificate_flags(parser: argparse.ArgumentParser) -> None:
+    _flag(parser, "manage-webhook-certificates", dest="manage_webhook_certificates", type=_bool, default=False,
+          nargs="?", const=True,
+          help="make and renew the webhook's serving certificate and CA in the Secret mpijob-webhook-tls and keep the "
+               "caBundle of both webhook configurations and of the CRD's conversion webhook current, while leading "
+               "(default false: cert-manager or you provide them; deploy/certs/builtin turns it on)")
+    _flag(parser, "webhook-cert-duration", dest="webhook_cert_duration", type=duration, default="8760h",
+          help="validity of a serving certificate (default 8760h, a year)")
+    _flag(parser, "webhook-cert-renew-before", dest="webhook_cert_renew_before", type=duration,
+          default="720h", help="renew a serving certificate this long before it expires (default 720h)")
+    _flag(parser, "webhook-ca-duration", dest="webhook_ca_duration", type=duration, default="87600h",
+          help="validity of the CA (default 87600h, 10 years)")
+    _flag(parser, "webhook-ca-renew-before", dest="webhook_ca_renew_before", type=duration,
+          default="2160h",
+          help="make the next CA this long before the CA expires; the old one stays trusted until it expires "
+               "(default 2160h)")
+    _flag(parser, "webhook-cert-extra-dns-names", dest="webhook_cert_extra_dns_names", default="",
+          help="comma-separated DNS names the serving certificate holds besides the Service's")
 
 
 def parse_options(argv: Sequence[str] | None = None) -> Options:
@@ -123,6 +154,11 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         max_concurrent_writes=args.max_concurrent_writes, child_event_delay=args.child_event_delay,
         progress_write_interval=args.progress_write_interval,
         log_level=args.log_level, log_format=args.log_format,
+        manage_webhook_certificates=args.manage_webhook_certificates,
+        webhook_cert_duration=args.webhook_cert_duration, webhook_cert_renew_before=args.webhook_cert_renew_before,
+        webhook_ca_duration=args.webhook_ca_duration, webhook_ca_renew_before=args.webhook_ca_renew_before,
+        webhook_cert_extra_dns_names=tuple(n.strip() for n in args.webhook_cert_extra_dns_names.split(",")
+                                           if n.strip()),
     )
     check(options)
     return options
@@ -158,5 +194,9 @@ def check(options: Options) -> None:
         problems.append("--max-concurrent-writes must be at least 1")
     if options.cluster_domain.startswith(".") or " " in options.cluster_domain:
         problems.append(f"--cluster-domain must be a DNS domain like cluster.local, got {options.cluster_domain!r}")
+    if options.manage_webhook_certificates:
+        from reconciler.certs.policy import certificate_policy  # noqa: PLC0415  (cryptography, only when used)
+
+        problems += certificate_policy(options).problems()
     if problems:
         raise OptionsError("; ".join(problems))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 import aiohttp
 
@@ -36,11 +38,17 @@ POD_SELECTOR = f"{c.LABEL_OPERATOR_NAME}={c.OPERATOR_NAME}"
 CHILD_SELECTOR = "app"  # upstream labels its Service, ConfigMap, Secret and Job with app=<job>
 
 
+Background = Callable[[KubeClient], Coroutine[Any, Any, None]]
+
+
 class Controller:
     def __init__(  # noqa: PLR0913  three collaborators, then the process's options: keyword-only, named at the call
             self, client: KubeClient, reconciler: Reconciler, queue: WorkQueue, *, namespace: str = "",
-            threadiness: int = 2, child_event_delay: float = 0.0) -> None:
+            threadiness: int = 2, child_event_delay: float = 0.0, background: Sequence[Background] = ()) -> None:
+        """``background``: further tasks of the term (the webhook's built-in certificates), run beside the workers
+        on the same client, cancelled with them."""
         self.client, self.reconciler, self.queue = client, reconciler, queue
+        self.background = tuple(background)
         self.namespace, self.threadiness = namespace, threadiness
         self.child_event_delay = child_event_delay  # events of a job's children within it share one sync
         reconciler.shared.settler.requeue = queue.add_after
@@ -117,6 +125,8 @@ class Controller:
             async with asyncio.TaskGroup() as group:
                 for informer in self.informers:
                     group.create_task(informer.run(), name=f"informer-{informer.resource.plural}")
+                for i, task in enumerate(self.background):
+                    group.create_task(task(self.client), name=f"background-{i}")
                 await self.wait_for_sync()  # cancelled by the group when an informer fails first
                 logger.info("caches synced", extra={"kv": {"mpijobs": len(self.reconciler.shared.caches.mpijobs),
                                                             "pods": len(self.reconciler.shared.caches.pods)}})

@@ -112,7 +112,10 @@ def test_the_operator_guide_names_every_metric() -> None:
     from reconciler.mpijob.metrics import OperatorMetrics  # noqa: PLC0415
     from webhook.metrics import WebhookMetrics  # noqa: PLC0415
 
+    from reconciler.certs.rotator import RotationMetrics  # noqa: PLC0415
+
     reconciler = OperatorMetrics(CollectorRegistry())
+    RotationMetrics(reconciler.registry)  # --manage-webhook-certificates
     reconciler.watch_jobs([])
     reconciler.watch_queue(lambda: 0)
     webhook = WebhookMetrics()

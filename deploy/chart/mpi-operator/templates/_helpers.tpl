@@ -34,6 +34,14 @@ clientConfig:
 {{- $r := .Values.reconciler -}}
 - --lock-namespace={{ $r.lockNamespace }}
 - --monitoring-port={{ $r.monitoringPort }}
+{{- if eq .Values.certificates.mode "reconciler" }}
+{{- $c := .Values.certificates.reconciler }}
+- --manage-webhook-certificates=true
+- --webhook-cert-duration={{ $c.certDuration }}
+- --webhook-cert-renew-before={{ $c.certRenewBefore }}
+- --webhook-ca-duration={{ $c.caDuration }}
+- --webhook-ca-renew-before={{ $c.caRenewBefore }}
+{{- end }}
 {{- with $r.namespace }}
 - --namespace={{ . }}
 {{- end }}

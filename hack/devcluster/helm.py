@@ -2,6 +2,9 @@
 
     helm = find_helm()                            # built on first use (~2 min on 2 cores), then cached
     objects = render_chart(helm, value_flags({"reconciler.threadiness": "4"}))   # `helm template`, CRDs included
+    objects = release_objects(helm, kubeconfig)   # `helm get manifest` of the installed release
+
+A release installed on a cluster of the harness, with its waits, is in operator_deploy.py (helm_install).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ BUILD_SCRIPT = REPO_ROOT / "hack" / "build" / "build-helm.sh"
 CHART = REPO_ROOT / "deploy" / "chart" / "mpi-operator"
 VERSION = "v4.3.2"
 RELEASE = "mpi-operator"
+RELEASE_NAMESPACE = "default"  # where the release's record lives; its objects go to mpi-operator (values.yaml)
 
 
 class HelmUnavailableError(HarnessError):
@@ -70,4 +74,12 @@ def helm(binary: Path, *args: str, kubeconfig: Path | None = None) -> str:
 def render_chart(binary: Path, flags: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The objects `helm template` renders from the chart with FLAGS (value_flags), its CRDs included."""
     text = helm(binary, "template", RELEASE, str(CHART), "--include-crds", *flags)
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def release_objects(binary: Path, kubeconfig: Path, release: str = RELEASE,
+                    namespace: str = RELEASE_NAMESPACE) -> list[dict[str, Any]]:
+    """The objects of the installed RELEASE as Helm recorded them (`helm get manifest`): its templates, never
+    the CRDs of crds/, which Helm does not track."""
+    text = helm(binary, "get", "manifest", release, f"--namespace={namespace}", kubeconfig=kubeconfig)
     return [doc for doc in yaml.safe_load_all(text) if doc]

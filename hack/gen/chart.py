@@ -3,7 +3,8 @@
 
 The CRD (into the chart's crds/, which Helm installs but never templates, upgrades or deletes), the reconciler's
 ClusterRole and the aggregated user roles have no values, so the chart holds copies of deploy/'s files, each
-object given the labels deploy/kustomization.yaml adds; the files keep their comments. `--check` exits 1 when
+object given the labels its kustomization adds (deploy/crds/kustomization.yaml for the CRD, which is installed
+apart from the operator; deploy/kustomization.yaml for the rest); the files keep their comments. `--check` exits 1 when
 a copy is stale. The alert rules of deploy/monitoring are copied as they are into files/, which the PrometheusRule
 template reads. tests/unit/test_chart.py compares every object the chart renders with kustomize's.
 """
@@ -28,6 +29,9 @@ COPIES = {  # source in deploy/ -> copy in the chart
 }
 VERBATIM = {  # source in deploy/ -> a file of the chart that templates read as data (.Files.Get), copied as it is
     "monitoring/prometheus-rules.yaml": "files/prometheus-rules.yaml",
+}
+KUSTOMIZATIONS = {  # the kustomization that builds a source, by its first directory; deploy/ for the others
+    "crds": DEPLOY / "crds" / "kustomization.yaml",
 }
 
 
@@ -68,9 +72,14 @@ def labelled(text: str, labels: dict[str, str], source: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def kustomization_of(source: str) -> Path:
+    """The kustomization whose build holds SOURCE (a path under deploy/)."""
+    return KUSTOMIZATIONS.get(source.split("/", 1)[0], DEPLOY / "kustomization.yaml")
+
+
 def expected() -> dict[Path, str]:
-    labels = common_labels(DEPLOY / "kustomization.yaml")
-    return {CHART / copy: labelled((DEPLOY / source).read_text(encoding="utf-8"), labels, source)
+    return {CHART / copy: labelled((DEPLOY / source).read_text(encoding="utf-8"),
+                                   common_labels(kustomization_of(source)), source)
             for source, copy in COPIES.items()} | {
         CHART / copy: f"# Copied from deploy/{source} by hack/gen/chart.py (`make chart`); DO NOT EDIT.\n"
                       + (DEPLOY / source).read_text(encoding="utf-8")

@@ -3,9 +3,11 @@
 One cluster for the package (started at the first e2e test, stopped after the last one, so that it
 does not overlap the integration suite's session cluster): control plane, the real node with our
 images imported, our operator deployed from its images (Dockerfile.webhook, Dockerfile.reconciler)
-as pods in mpi-operator. Needs Linux and root; elsewhere every test is skipped
-with the reason. The binaries and images are built (once, cached) by `make node-images`, which
-`make test` runs first; the fixture builds them too when called alone.
+as pods in mpi-operator, as an admin deploys it with kustomize: the CRD first (deploy/crds/), then deploy/.
+Tests that take the operator away (test_helm.py, test_uninstall.py) deploy it again the same way before they
+end. Needs Linux and root; elsewhere every test is skipped with the reason. The binaries and images are
+built (once, cached) by `make node-images`, which `make test` runs first; the fixture builds them too when
+called alone.
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ from hack.devcluster.binaries import find_bin_dir
 from hack.devcluster.operator_deploy import deploy, operator_image_archives
 from hack.devcluster.realnode import RealNodeCluster, image_archives, node_bin_dir, unavailable
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-MPIJOB_CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 HERE = Path(__file__).resolve().parent
 DEPLOY_TIMINGS: dict[str, float] = {}  # seconds from `kubectl apply -k` to each step, for the report
 
@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="package")
 def real_cluster(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodeCluster]:
     """The control plane plus the real node, with our operator deployed from its own images by
-    `kubectl apply --server-side -k` (hack/devcluster/operator_deploy.py)."""
+    `kubectl apply --server-side -k`, the CRD (deploy/crds/) first (hack/devcluster/operator_deploy.py)."""
     reason = unavailable()
     if reason:
         pytest.skip(f"no real node here: {reason}")
@@ -49,7 +49,7 @@ def real_cluster(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathF
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             bin_dir, node_bin = find_bin_dir(), node_bin_dir()
             images = image_archives() + operator_image_archives()
-        cluster = RealNodeCluster(bin_dir=bin_dir, node_bin_dir=node_bin, images=images, crds=[MPIJOB_CRD],
+        cluster = RealNodeCluster(bin_dir=bin_dir, node_bin_dir=node_bin, images=images,
                                   keep_logs=Path(logs) / "e2e" if logs else None)
         cluster.start()
     except HarnessError as err:

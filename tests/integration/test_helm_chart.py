@@ -1,6 +1,7 @@
 """The Helm chart on a real API server: `helm install` creates every object the chart renders (the CRD from its
 crds/ directory included) and the API server accepts them all, `helm upgrade` changes a value in place, and
-`helm uninstall` removes everything but the CRD (Helm's convention for crds/).
+`helm uninstall` removes everything but the CRD (Helm's convention for crds/), and the guide's clean-up the
+ClusterRole Kubernetes may re-create (hack/devcluster/operator_deploy.py, remove_recreated_role).
 
 The chart's webhook configurations and its cluster-wide objects have the names of the operator the other
 integration tests deploy, so this test runs on a control plane of its own (one kwok node, no MPIJob CRD
@@ -22,9 +23,11 @@ import pytest
 from hack.devcluster import HarnessError, LocalCluster, wait_for
 from hack.devcluster.binaries import find_bin_dir
 from hack.devcluster.helm import CHART, RELEASE, find_helm, helm, render_chart, value_flags
+from hack.devcluster.operator_deploy import AGGREGATED_ROLE, remove_recreated_role
 
 Doc = dict[str, Any]
 CRD = "customresourcedefinition.apiextensions.k8s.io/mpijobs.kubeflow.org"
+RECREATED = f"clusterrole.rbac.authorization.k8s.io/{AGGREGATED_ROLE}"
 
 
 @pytest.fixture(scope="module")
@@ -93,5 +96,28 @@ def test_install_upgrade_uninstall(own_cluster: LocalCluster, helm_binary: Path,
     def remaining() -> list[str]:
         return [resource(obj) for obj in rendered if get(own_cluster, obj) is not None]
 
-    # The namespace goes once its controller has emptied it; the rest is deleted at once.
-    wait_for(lambda: remaining() == [CRD], timeout=120, what="everything the chart made but the CRD to be deleted")
+    # The namespace goes once its controller has emptied it; the rest is deleted at once, but for the empty
+    # kubeflow-mpijobs-admin that kube-controller-manager may re-create, which the guide's uninstall deletes next.
+    wait_for(lambda: set(remaining()) <= {CRD, RECREATED}, timeout=120,
+             what="everything the chart made but the CRD to be deleted")
+    remove_recreated_role(own_cluster)
+    assert remaining() == [CRD]
+
+
+def test_only_the_empty_recreated_role_is_cleaned_up(own_cluster: LocalCluster) -> None:
+    """remove_recreated_role deletes kubeflow-mpijobs-admin as the aggregation controller re-creates it (no labels,
+    aggregationRule or rules) and refuses to touch any other kubeflow-mpijobs-admin."""
+    def role(**metadata: Any) -> str:
+        return json.dumps({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                           "metadata": {"name": AGGREGATED_ROLE, **metadata}})
+
+    own_cluster.kubectl("create", "-f", "-", input=role(), check=True)
+    assert remove_recreated_role(own_cluster) is True
+    assert remove_recreated_role(own_cluster) is False
+    labelled = role(labels={"app.kubernetes.io/part-of": "mpijob-operator"})
+    own_cluster.kubectl("create", "-f", "-", input=labelled, check=True)
+    try:
+        with pytest.raises(HarnessError, match="is still there"):
+            remove_recreated_role(own_cluster)
+    finally:
+        own_cluster.kubectl("delete", "clusterrole", AGGREGATED_ROLE, check=True)

@@ -1,7 +1,8 @@
 """The Helm chart deploy/chart/mpi-operator: its default values render exactly the objects of `kubectl
-kustomize deploy/`, each value changes exactly what it should, and values.schema.json refuses bad values with
-a message naming the value. Needs helm (hack/build/build-helm.sh, from the Go module proxy) and kubectl
-(the control-plane binaries); skipped, saying why, without them."""
+kustomize deploy/` (its templates) and `kubectl kustomize deploy/crds/` (its crds/: the CRD is installed and removed
+apart from the operator, on both paths), each value changes exactly what it should, and values.schema.json
+refuses bad values with a message naming the value. Needs helm (hack/build/build-helm.sh, from the Go module
+proxy) and kubectl (the control-plane binaries); skipped, saying why, without them."""
 
 from __future__ import annotations
 
@@ -68,11 +69,19 @@ def by_key(objects: list[Doc]) -> dict[Key, Doc]:
 
 
 @cache
-def kustomize_base() -> dict[Key, Doc]:
-    proc = subprocess.run([kubectl(), "kustomize", str(ROOT / "deploy")], capture_output=True, text=True,
+def kustomize(directory: str) -> dict[Key, Doc]:
+    """The objects of `kubectl kustomize DIRECTORY` (relative to the checkout)."""
+    proc = subprocess.run([kubectl(), "kustomize", str(ROOT / directory)], capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 0, proc.stderr
     return by_key([d for d in yaml.safe_load_all(proc.stdout) if d])
+
+
+def kustomize_base() -> dict[Key, Doc]:
+    """Both kustomize steps of an install: the CRD (deploy/crds/), then the operator (deploy/)."""
+    crds, operator = kustomize("deploy/crds"), kustomize("deploy")
+    assert not crds.keys() & operator.keys()
+    return {**crds, **operator}
 
 
 def render(flags: tuple[str, ...] = ()) -> dict[Key, Doc]:
@@ -124,7 +133,8 @@ def test_default_values_render_the_kustomize_base_object_by_object() -> None:
     base, chart = kustomize_base(), default_render()
     assert sorted(chart) == sorted(base)
     differing = {key: sorted(differences(base[key], chart[key])) for key in base if base[key] != chart[key]}
-    assert differing == {}, f"objects the chart renders differently from `kubectl kustomize deploy/`: {differing}"
+    assert differing == {}, ("objects the chart renders differently from `kubectl kustomize deploy/crds/` and "
+                             f"`kubectl kustomize deploy/`: {differing}")
 
 
 def test_crds_are_in_the_charts_crds_directory() -> None:
@@ -133,6 +143,16 @@ def test_crds_are_in_the_charts_crds_directory() -> None:
     crds = {key for key in default_render() if key[0] == "CustomResourceDefinition"}
     assert crds == {("CustomResourceDefinition", "", "mpijobs.kubeflow.org")}
     assert not crds & without_crds.keys()
+
+
+def test_crds_and_templates_match_the_two_kustomize_steps() -> None:
+    """The chart's crds/ is `kubectl kustomize deploy/crds/` and its templates are `kubectl kustomize deploy/`: on
+    both paths, removing the operator (helm uninstall, kubectl delete -k deploy/) leaves the CRD and the MPIJobs."""
+    templates = by_key([d for d in yaml.safe_load_all(helm(helm_binary(), "template", "x", str(CHART))) if d])
+    crds = {key: doc for key, doc in default_render().items() if key not in templates}
+    assert crds == kustomize("deploy/crds")
+    assert sorted(templates) == sorted(kustomize("deploy"))
+    assert not [key for key in kustomize("deploy") if key[0] == "CustomResourceDefinition"]
 
 
 VALUE_CASES: list[tuple[str, dict[str, str], dict[Key, set[str]]]] = [

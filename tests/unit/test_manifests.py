@@ -82,11 +82,27 @@ def test_kustomize_builds_the_whole_tree() -> None:
                 if d["kind"] != "Kustomization" and "builtin" not in path.relative_to(DEPLOY).parts}
     assert expected <= {(d["kind"], d["metadata"]["name"]) for d in built}
     assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "mpijob-operator" for d in built)
+    assert "CustomResourceDefinition" not in {d["kind"] for d in built}, "deploy/crds/ is applied on its own"
+    result = subprocess.run(["kubectl", "kustomize", str(DEPLOY / "crds")], capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    (crd,) = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert (crd["kind"], crd["metadata"]["name"]) == ("CustomResourceDefinition", "mpijobs.kubeflow.org")
+    assert crd["metadata"]["labels"]["app.kubernetes.io/part-of"] == "mpijob-operator"
 
 
 def test_root_kustomization_lists_the_components() -> None:
+    """The CRD is not one of them: `kubectl delete -k deploy/` removes the operator and keeps every MPIJob."""
     resources = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
-    assert resources == ["crds/kubeflow.org_mpijobs.yaml", "rbac", "webhook", "reconciler", "certs"]
+    assert resources == ["rbac", "webhook", "reconciler", "certs"]
+
+
+def test_the_crd_has_a_kustomization_of_its_own_with_the_same_labels() -> None:
+    """deploy/crds/ is applied first and deleted only on purpose; its objects carry the operator's labels."""
+    root, crds = (yaml.safe_load((d / "kustomization.yaml").read_text()) for d in (DEPLOY, DEPLOY / "crds"))
+    assert crds["resources"] == ["kubeflow.org_mpijobs.yaml"]
+    assert crds["labels"] == root["labels"]
+    assert set(crds) == {"apiVersion", "kind", "resources", "labels"}
 
 
 WEBHOOKS = [

@@ -1,0 +1,107 @@
+"""Removing the kustomize-deployed operator on the real node, as docs/operator-guide.md#uninstall gives it.
+
+- The operator's removal keeps the jobs: `kubectl delete -k` of the deploy (the webhook configurations first)
+  mid-job leaves the CRD, the MPIJob, its launcher Job and its worker pods running; deploying it again (the CRD
+  step, then deploy/) adopts the job, which completes with the same pods.
+- The full removal deletes every job on purpose: the MPIJobs, then the operator, then the CRD last.
+
+Each test leaves the operator deployed again with kustomize (the CRD first), for the package's later tests.
+The Helm path is tests/e2e/test_helm.py.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hack.devcluster.mpijobs import conditions, diagnostics, get_job, launcher_log, wait_finished
+from hack.devcluster.operator_deploy import (
+    AGGREGATED_ROLE,
+    CRD_NAME,
+    NAMESPACE,
+    deploy,
+    operator_objects,
+    purge,
+    remove,
+)
+from hack.devcluster.realnode import RealNodeCluster
+from hack.devcluster.wait import wait_for
+from tests.e2e.held import held_pi, is_running, job_pods, launcher_job_uid, let_go, running_pods, wait_held
+from tests.e2e.jobs import apply, assert_pi, reconciler_syncs
+
+CRD = ("CustomResourceDefinition", "", CRD_NAME)
+
+
+@pytest.fixture
+def redeployed(real_cluster: RealNodeCluster, tmp_path: Path) -> Iterator[Path]:
+    """A work directory for the test's removals and deploys; afterwards the operator deployed again if the test
+    left it removed (or half removed)."""
+    try:
+        yield tmp_path
+    finally:
+        if ("Namespace", "", NAMESPACE) not in operator_objects(real_cluster) or not real_cluster.rest.get(
+                f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments").get("items"):
+            deploy(real_cluster, tmp_path / "restored")
+
+
+def _children(cluster: RealNodeCluster, namespace: str, name: str) -> dict[str, list[str]]:
+    """What the MPIJob NAME owns (the reconciler made it), by kind: what the garbage collector deletes with it."""
+    paths = {"pods": f"/api/v1/namespaces/{namespace}/pods", "jobs": f"/apis/batch/v1/namespaces/{namespace}/jobs",
+             **{kind: f"/api/v1/namespaces/{namespace}/{kind}" for kind in ("configmaps", "secrets", "services")}}
+    found = {kind: [o["metadata"]["name"] for o in cluster.rest.get(path)["items"]
+                    if any(ref["kind"] == "MPIJob" and ref["name"] == name
+                           for ref in o["metadata"].get("ownerReferences") or [])]
+             for kind, path in paths.items()}
+    return {kind: names for kind, names in found.items() if names}
+
+
+def test_operator_removed_mid_job_keeps_it_and_a_redeploy_completes_it(real_cluster: RealNodeCluster, namespace: str,
+                                                                      redeployed: Path) -> None:
+    apply(real_cluster, namespace, held_pi("pi"))
+    before = wait_held(real_cluster, namespace, "pi")
+    wait_for(lambda: is_running(real_cluster, namespace, "pi"), 60, 0.5, what="the job's Running condition")
+    launcher = launcher_job_uid(real_cluster, namespace, "pi")
+
+    began = time.monotonic()
+    recreated = remove(real_cluster, redeployed)  # kubectl delete -k, the webhook configurations first
+    print(f"\nkubectl delete -k: the operator gone in {time.monotonic() - began:.1f} s "
+          f"(an empty {AGGREGATED_ROLE} re-created by Kubernetes and deleted: {recreated})")
+    assert operator_objects(real_cluster) == {CRD}
+    assert get_job(real_cluster, namespace, "pi")["metadata"]["name"] == "pi"
+    assert running_pods(real_cluster, namespace, "pi") == before
+    assert launcher_job_uid(real_cluster, namespace, "pi") == launcher
+
+    timings = deploy(real_cluster, redeployed)  # kubectl apply -k deploy/crds/, then deploy/
+    print(f"deployed again: {timings}")
+    wait_for(lambda: reconciler_syncs(real_cluster, namespace, "pi") > 0, 60, 0.5,
+             what="the redeployed reconciler syncing the job")
+    assert running_pods(real_cluster, namespace, "pi") == before
+    assert launcher_job_uid(real_cluster, namespace, "pi") == launcher
+    assert is_running(real_cluster, namespace, "pi")
+
+    let_go(real_cluster, namespace, "pi")
+    outcome, final = wait_finished(real_cluster, namespace, "pi", timeout=180)
+    assert outcome == "Succeeded", f"{conditions(final)}\n{diagnostics(real_cluster, namespace)}"
+    assert_pi(launcher_log(real_cluster, namespace, "pi"), ["pi-worker-0", "pi-worker-1"])
+    assert set(job_pods(real_cluster, namespace, "pi").items()) <= set(before.items()), "no pod made twice"
+
+
+def test_full_removal_deletes_every_job_then_the_crd(real_cluster: RealNodeCluster, namespace: str,
+                                                     redeployed: Path) -> None:
+    apply(real_cluster, namespace, held_pi("pi"))
+    wait_held(real_cluster, namespace, "pi")
+    made = _children(real_cluster, namespace, "pi")
+    assert {"pods", "jobs", "configmaps", "secrets", "services"} <= made.keys(), made
+
+    began = time.monotonic()
+    purge(real_cluster, redeployed)
+    assert operator_objects(real_cluster) == set()
+    crd = real_cluster.kubectl("get", "crd", CRD_NAME)
+    assert crd.returncode != 0
+    assert "NotFound" in crd.stderr
+    wait_for(lambda: not _children(real_cluster, namespace, "pi"), 120, 0.5,
+             what="the job's pods, launcher Job, ConfigMap, Secret and Service deleted with it")
+    print(f"\nfull removal: the jobs, the operator and the CRD gone in {time.monotonic() - began:.1f} s")

@@ -15,7 +15,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, disable_created_metrics, generate_latest
 
-from reconciler.certs.kube import webhook_certificates
+from reconciler.certs import webhook_certificates
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import KubeCluster
 from reconciler.mpijob.context import Shared

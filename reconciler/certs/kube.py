@@ -16,11 +16,9 @@ import aiohttp
 from prometheus_client import CollectorRegistry
 
 from reconciler.certs.plan import Policy
-from reconciler.certs.policy import NAMESPACE, SECRET, certificate_policy
+from reconciler.certs.policy import NAMESPACE, SECRET
 from reconciler.certs.rotator import RotationMetrics, Rotator, StoredSecret
 from reconciler.certs.targets import TARGETS, Target
-from reconciler.mpijob.controller import Background
-from reconciler.options import Options
 from reconciler.runtime.api_resources import SECRETS, Resource
 from reconciler.runtime.client import ApiError, KubeClient
 from shared.jsondict import JSONDict
@@ -176,10 +174,3 @@ class WebhookCertificates:
         finally:
             await cluster.close()
 
-
-def webhook_certificates(options: Options, registry: CollectorRegistry) -> tuple[Background, ...]:
-    """The reconciler's background task for ``--manage-webhook-certificates`` (none without it): made once per
-    process (its metrics), run in each term of leadership by the controller."""
-    if not options.manage_webhook_certificates:
-        return ()
-    return (WebhookCertificates(certificate_policy(options), registry).keep,)

@@ -298,3 +298,12 @@ async def test_the_simulation_sees_the_failures_of_a_ca_replaced_instead_of_over
 
 def material_at(stored: StoredSecret) -> Material:
     return Material.from_secret_data(stored.data)
+
+
+def test_the_reconciler_runs_the_rotation_only_with_its_flag() -> None:
+    from reconciler.certs import webhook_certificates  # noqa: PLC0415
+    from reconciler.options import parse_options  # noqa: PLC0415
+
+    assert webhook_certificates(parse_options([]), CollectorRegistry()) == ()
+    (task,) = webhook_certificates(parse_options(["--manage-webhook-certificates"]), CollectorRegistry())
+    assert callable(task)

@@ -8,7 +8,7 @@ import logging
 import platform
 import signal
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any
 
 import aiohttp
@@ -29,10 +29,12 @@ from reconciler.runtime.client import ApiError, KubeClient, StartupError
 from reconciler.runtime.health import Health, serve
 from reconciler.runtime.kubeconfig import load_configuration
 from reconciler.runtime.leader import LeaderElector
-from reconciler.runtime.memory import release_periodically
+from reconciler.runtime.memory import release_free_memory, release_periodically
 from reconciler.runtime.settle import Settler
+from reconciler.runtime.startup import ApiWait, Unavailable, transient_reason
 from reconciler.runtime.workqueue import WorkQueue
 from reconciler.settings import Settings
+from shared.jsondict import JSONDict
 from shared.logs import configure_logging
 
 VERSION = "0.1.0"
@@ -45,37 +47,36 @@ def version_lines() -> list[str]:
 
 
 async def run(options: Options) -> int:
+    """The process: its endpoints, the start-up wait for the API server, then leadership terms until SIGTERM.
+
+    Outages without crash loops: at start-up an API server that is down, unreachable or not ready is waited for
+    (``reconciler.runtime.startup``: capped exponential back-off with jitter, one log line per attempt, the
+    reason on ``/readyz`` while ``/healthz`` stays 200); a refusal (401/403) or the MPIJob API not served (the
+    CRD missing) by an API server that says it is ready exits 1 at once, as before. After a lost Lease the
+    process stops reconciling and campaigns again in-process (``_lead``), rather than exiting: see there why.
+    """
     configuration = await load_configuration(options.kubeconfig, options.master)
+    stop = _stop_on_signals()
     client = KubeClient(configuration, options.kube_api_qps, options.kube_api_burst)
-    try:
-        await _check_crd(client, options.namespace, configuration.host)
-    except (StartupError, _CrdMissingError):
-        await client.close()
-        raise
-    metrics = OperatorMetrics()
-    settings = Settings.from_options(options)
-    shared = Shared(Caches(), KubeCluster(client), settings, generate_ssh_key_pair,
-                    settler=Settler(options.progress_write_interval))
-    queue = WorkQueue(options.queue_rate_limit, options.queue_burst)
-    queue.on_wait, queue.on_retry = metrics.queue_wait.observe, metrics.queue_retries.inc
-    metrics.watch_queue(queue.__len__)
-    metrics.watch_jobs(shared.caches.mpijobs)
-    controller = Controller(client, Reconciler(shared, metrics), queue, namespace=options.namespace,
-                            threadiness=options.threadiness, child_event_delay=options.child_event_delay,
-                            background=webhook_certificates(options, metrics.registry))
     # Leader election has a client of its own (own connections, no client-side rate limit): its renewals
     # must never wait behind the controller's bulk writes, or a large job costs the Lease.
     lease_client = KubeClient(configuration, qps=0, burst=1) if options.leader_elect else None
-    elector = LeaderElector(lease_client, options.lock_namespace) if lease_client is not None else None
+    metrics = OperatorMetrics()
+    terms = Terms(client, metrics, options)
     health = Health()
 
     async def metrics_page(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    runners = [await serve(options.health_port, [web.get("/healthz", health.healthz)]),
-               await serve(options.monitoring_port, [web.get("/metrics", metrics_page)])]
+    runners: list[web.AppRunner | None] = []
     try:
-        return await _lead(controller, elector, health, metrics)
+        runners += [await serve(options.health_port, health.routes()),
+                    await serve(options.monitoring_port, [web.get("/metrics", metrics_page)])]
+        if not await _wait_for_api(client, options.namespace, configuration.host, health, stop):
+            logger.info("stopped")
+            return 0
+        elector = LeaderElector(lease_client, options.lock_namespace) if lease_client is not None else None
+        return await _lead(terms, elector, health, metrics, stop)
     finally:
         for runner in runners:
             if runner is not None:
@@ -85,53 +86,148 @@ async def run(options: Options) -> int:
             await lease_client.close()
 
 
-class _CrdMissingError(Exception):
-    pass
-
-
-async def _check_crd(client: KubeClient, namespace: str, host: str) -> None:
-    """The MPIJob API answers; StartupError (or _CrdMissingError) says why not."""
-    try:
-        await client.request("GET", MPIJOBS.path(namespace), params={"limit": "1"})
-    except ApiError as error:
-        if error.not_found:
-            raise _CrdMissingError from None
-        raise StartupError(f"the API server at {host} refused to list MPIJobs: {error}") from None
-    except (aiohttp.ClientError, OSError) as error:
-        raise StartupError(f"cannot reach the API server at {host}: {error or type(error).__name__}") from None
-
-
-async def _lead(controller: Controller, elector: LeaderElector | None, health: Health,
-                metrics: OperatorMetrics) -> int:
+def _stop_on_signals() -> asyncio.Event:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    if elector is not None:
-        health.add("leader", elector.problem)  # a standby too: its Lease refused for a lease duration fails it
-    if elector is not None and not await _until_leader(elector, stop):
-        return 0
-    health.add("informers", lambda: _stopped_informers(controller))
+    return stop
+
+
+class _CrdMissingError(Exception):
+    pass
+
+
+async def _wait_for_api(client: KubeClient, namespace: str, host: str, health: Health, stop: asyncio.Event) -> bool:
+    """Until the MPIJob API answers (True), or SIGTERM (False). StartupError (or _CrdMissingError) says why the
+    process cannot start: what is not worth waiting for (``startup.transient_reason``)."""
+    waiting = ApiWait(host)
+    health.add_readiness("api", waiting.problem)
+
+    async def list_mpijobs() -> None:
+        try:
+            await client.request("GET", MPIJOBS.path(namespace), params={"limit": "1"})
+        except Exception as error:
+            reason = await transient_reason(client, host, error)
+            if reason is not None:
+                raise Unavailable(reason) from None
+            if isinstance(error, ApiError) and error.not_found:
+                raise _CrdMissingError from None
+            if isinstance(error, ApiError):
+                raise StartupError(f"the API server at {host} refused to list MPIJobs: {error}") from None
+            if isinstance(error, aiohttp.ClientError | OSError):
+                raise StartupError(f"cannot use the API server at {host}: {error or type(error).__name__}") from None
+            raise
+
+    return await waiting.wait(list_mpijobs, stop)
+
+
+class Terms:
+    """The controller of each leadership term, made afresh: caches, work queue, expectations, the settler's and
+    the tombstones' bookkeeping of one term are never seen by the next, which starts as a new process would
+    (a relist of everything, then syncs from what the cluster holds). The API client, the metrics and the
+    endpoints outlive the terms; the metrics read the current term's queue and jobs."""
+
+    def __init__(self, client: KubeClient, metrics: OperatorMetrics, options: Options) -> None:
+        self.client, self.metrics, self.options = client, metrics, options
+        self.settings = Settings.from_options(options)
+        self.background = webhook_certificates(options, metrics.registry)  # once: its metrics are the process's
+        self.current: Controller | None = None
+        self.count = 0
+        metrics.watch_queue(lambda: len(self.current.queue) if self.current is not None else 0)
+        metrics.watch_jobs(self)
+
+    def __iter__(self) -> Iterator[JSONDict]:
+        return iter(self.current.reconciler.shared.caches.mpijobs) if self.current is not None else iter(())
+
+    def begin(self) -> Controller:
+        options, metrics = self.options, self.metrics
+        shared = Shared(Caches(), KubeCluster(self.client), self.settings, generate_ssh_key_pair,
+                        settler=Settler(options.progress_write_interval))
+        queue = WorkQueue(options.queue_rate_limit, options.queue_burst)
+        queue.on_wait, queue.on_retry = metrics.queue_wait.observe, metrics.queue_retries.inc
+        self.current = Controller(self.client, Reconciler(shared, metrics), queue, namespace=options.namespace,
+                                  threadiness=options.threadiness, child_event_delay=options.child_event_delay,
+                                  background=self.background)
+        self.count += 1
+        return self.current
+
+    async def end(self) -> None:
+        """Forget the term (its tasks are over); its connections are closed, its memory handed back."""
+        self.current = None
+        await self.client.close()
+        release_free_memory()
+
+
+STOPPED, LOST, FAILED = "stopped", "lost", "failed"
+
+
+async def _lead(terms: Terms, elector: LeaderElector | None, health: Health, metrics: OperatorMetrics,
+                stop: asyncio.Event) -> int:
+    """Reconcile while leading, one term per Lease held, until SIGTERM (0) or a fatal error (1).
+
+    A lost Lease (no renewal within the renew deadline: an API server outage, or one too slow) ends the term:
+    the controller's informers and workers are cancelled and awaited (syncs in flight stop at their next
+    await, as at a SIGKILL), the term's caches, queue and bookkeeping are dropped, and the process campaigns
+    again with the same identity. Why in-process rather than exiting as upstream does: an exit is restarted by
+    kubelet, whose crash-loop back-off grows with every exit (10 s doubling to 5 minutes) and an outage makes
+    several (the lost Lease, then every start-up that cannot reach the API server); and the restarted process,
+    with a new identity, waits out a full lease duration (15 s) before it may take the Lease its predecessor
+    still holds. Campaigning again in-process keeps the identity, so the first Lease request that gets through
+    after the outage takes the Lease back (within the 3 s retry period), and nothing of the old term can act:
+    the next term lists everything afresh and, like a restarted process, acts only on what the cluster holds.
+    Children have deterministic names and a create that finds one already there reads it, so neither path
+    duplicates them. Only a fatal error (a watch refused with 401/403) still exits.
+    """
+    health.add("informers", lambda: _stopped_informers(terms.current) if terms.current is not None else None)
+    health.add_readiness("caches", lambda: _unsynced(terms.current) if terms.current is not None else None)
+    if elector is None:
+        outcome = await _reconcile(terms.begin(), None, stop, metrics)
+        await terms.end()
+        return 0 if outcome == STOPPED else 1
+    health.add("leader", elector.problem)  # a standby too: its Lease refused for a lease duration fails it
+    health.add_readiness("lease", elector.readiness)
+    while True:
+        if not await _until_leader(elector, stop):
+            logger.info("stopped")
+            return 0
+        outcome = await _reconcile(terms.begin(), elector, stop, metrics)
+        await terms.end()
+        if outcome == STOPPED:
+            await elector.release()
+            return 0
+        if outcome == FAILED:
+            return 1
+        logger.warning("stopped reconciling: Lease lost; caches and work queue dropped, campaigning again",
+                       extra={"kv": {"identity": elector.identity, "term": terms.count}})
+
+
+async def _reconcile(controller: Controller, elector: LeaderElector | None, stop: asyncio.Event,
+                     metrics: OperatorMetrics) -> str:
+    """One term: run the controller until SIGTERM (STOPPED), the Lease lost (LOST) or the controller failed
+    (FAILED). Every task of the term is over when this returns."""
     metrics.is_leader.set(1)
-    tasks = [asyncio.create_task(controller.run()), asyncio.create_task(stop.wait()),
-             asyncio.create_task(release_periodically())]
-    if elector is not None:
-        tasks.append(asyncio.create_task(elector.keep()))
+    controlling = asyncio.create_task(controller.run(), name="controller")
+    tasks = [controlling, asyncio.create_task(stop.wait()), asyncio.create_task(release_periodically())]
+    keeping = asyncio.create_task(elector.keep(), name="lease") if elector is not None else None
+    if keeping is not None:
+        tasks.append(keeping)
     done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     for task in pending:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
     metrics.is_leader.set(0)
-    if elector is not None and stop.is_set():
-        await elector.release()
     if stop.is_set():
         logger.info("stopped")
-        return 0
-    for task in done:
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("controller stopped", exc_info=task.exception())
-    return 1
+        return STOPPED
+    failed = [task for task in done if not task.cancelled() and task.exception() is not None]
+    for task in failed:
+        logger.error("controller stopped" if task is controlling else "leader election failed",
+                     exc_info=task.exception())
+    if keeping is not None and keeping in done and not failed:
+        return LOST
+    return FAILED
 
 
 async def _until_leader(elector: LeaderElector, stop: asyncio.Event) -> bool:
@@ -145,6 +241,11 @@ async def _until_leader(elector: LeaderElector, stop: asyncio.Event) -> bool:
         with contextlib.suppress(asyncio.CancelledError):
             await task
     return not stop.is_set() and elector.leading.is_set()
+
+
+def _unsynced(controller: Controller) -> str | None:
+    waiting = [informer.resource.plural for informer in controller.informers if not informer.synced.is_set()]
+    return f"not synced yet: {', '.join(waiting)}" if waiting else None
 
 
 def _stopped_informers(controller: Controller) -> str | None:

@@ -1,11 +1,17 @@
-"""The reconciler as a Deployment's container would run it: restarted whenever it exits.
+"""The reconciler as a Deployment's container would run it: restarted whenever it exits, with kubelet's
+crash-loop back-off.
 
 ``SupervisedReconciler`` starts ``python -m reconciler`` with the given flags (after the shipped
-Deployment's args with ``as_shipped``), and a monitor thread starts it again whenever it exits (as a
-kubelet restarts a container; a short fixed delay instead of CrashLoopBackOff). ``kill()`` SIGKILLs the
-current process, as a crash or an OOM kill would, and starts the next one at once. Exits it did not
-cause are recorded in ``unexpected_exits``, with the end of the run's log. Every run writes its own log
-file (``run-N.log``). The fault tests and the recovery benchmark (hack/bench/recovery.py) use it.
+Deployment's args with ``as_shipped``), and a monitor thread starts it again whenever it exits, as a kubelet
+restarts a container: the first restart at once, each further one after kubelet's back-off (10 s doubling to
+5 minutes, ``RestartBackoff``), which a run that lasted 10 minutes resets. With ``liveness=True`` it also
+probes ``/healthz`` as the shipped Deployment's livenessProbe does (after 10 s, every 10 s, 1 s timeout,
+3 failures) and restarts a run that fails it (SIGTERM, SIGKILL 30 s later), as a kubelet would. ``kill()``
+SIGKILLs the current process, as a crash or an OOM kill would, and starts the next one at once (no
+back-off: the kill suite's successor must start as a new replica would). Exits it did not cause are recorded
+in ``unexpected_exits``, with the end of the run's log, the back-off before the next run and the reason.
+Every run writes its own log file (``run-N.log``). The fault tests and the recovery benchmark
+(hack/bench/recovery.py) use it.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pathlib import Path
 
 from hack.devcluster import LocalCluster
 from hack.devcluster.operators import REPO_ROOT, shipped_reconciler_args
-from hack.devcluster.processes import free_port
+from hack.devcluster.processes import free_port, http_get
 from hack.devcluster.rest import ApiError
 
 # The reconciler's defaults: leader election on (Lease in mpi-operator), 2 workers, queue rate 10, child-event
@@ -31,8 +37,39 @@ from hack.devcluster.rest import ApiError
 # Fairness pushes back with 429s). A test may add flags of its own.
 FLAGS: tuple[str, ...] = ()
 LOCK_NAMESPACE = "mpi-operator"
-RESTART_DELAY = 0.5  # seconds between an exit and the next start
+RESTART_DELAY = 0.5  # seconds between an exit and the first restart (a kubelet notices within about that)
 SYNCED = b"caches synced"
+
+
+@dataclass(frozen=True)
+class RestartBackoff:
+    """kubelet's CrashLoopBackOff: the first restart at once, then ``initial`` doubling up to ``cap`` seconds
+    between an exit and the next start; a run that lasted ``reset_after`` seconds starts the count again."""
+
+    initial: float = 10.0
+    cap: float = 300.0
+    reset_after: float = 600.0
+
+    def delay(self, exits: int) -> float:
+        """Seconds before the restart that follows the ``exits``-th exit in a row (1-based)."""
+        return RESTART_DELAY if exits <= 1 else min(self.cap, self.initial * 2.0 ** (exits - 2))
+
+
+KUBELET_BACKOFF = RestartBackoff()
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The shipped Deployment's livenessProbe on /healthz."""
+
+    initial_delay: float = 10.0
+    period: float = 10.0
+    timeout: float = 1.0
+    failures: int = 3
+    grace: float = 30.0  # terminationGracePeriodSeconds: SIGTERM, then SIGKILL
+
+
+LIVENESS = Probe()
 
 
 @dataclass
@@ -41,6 +78,8 @@ class Exit:
     code: int | None
     after: float  # seconds the run lasted
     tail: str
+    reason: str = "exited"  # or "liveness probe failed"
+    backoff: float = 0.0  # seconds waited before the next run
 
 
 @dataclass
@@ -49,7 +88,10 @@ class Run:
     popen: subprocess.Popen[bytes]
     log: Path
     started: float
+    health_port: int = 0
+    monitoring_port: int = 0
     killed: bool = False
+    liveness_failed: bool = False
     synced_at: float | None = None
     _offset: int = 0
     _carry: bytes = b""
@@ -73,6 +115,9 @@ class SupervisedReconciler:
     work_dir: Path
     flags: tuple[str, ...] = FLAGS
     as_shipped: bool = False  # the shipped Deployment's container args first (deploy/reconciler)
+    backoff: RestartBackoff = KUBELET_BACKOFF
+    liveness: bool = False  # probe /healthz as the shipped livenessProbe does, restart a run that fails it
+    create_lock_namespace: bool = True  # at start(); False when the test made it (the API server may be down)
     runs: list[Run] = field(default_factory=list)
     kills: int = 0
     unexpected_exits: list[Exit] = field(default_factory=list)
@@ -85,7 +130,8 @@ class SupervisedReconciler:
 
     # ---- lifecycle
     def start(self) -> SupervisedReconciler:
-        ensure_namespace(self.cluster, LOCK_NAMESPACE)
+        if self.create_lock_namespace:
+            ensure_namespace(self.cluster, LOCK_NAMESPACE)
         with self._lock:
             self._spawn()
         self._monitor = threading.Thread(target=self._watch, name="reconciler-supervisor", daemon=True)
@@ -176,27 +222,64 @@ class SupervisedReconciler:
         number = len(self.runs) + 1
         log = self.work_dir / f"run-{number}.log"
         shipped = shipped_reconciler_args() if self.as_shipped else []
+        health_port, monitoring_port = free_port(), free_port()
         argv = [sys.executable, "-m", "reconciler", *shipped, f"--kubeConfig={self.cluster.kubeconfig}",
-                f"--health-port={free_port()}", f"--monitoring-port={free_port()}", *self.flags]
+                f"--health-port={health_port}", f"--monitoring-port={monitoring_port}", *self.flags]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("KUBECONFIG", None)
         with log.open("ab") as out:
             popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT,
                                      start_new_session=True)
-        self.runs.append(Run(number, popen, log, time.monotonic()))
+        self.runs.append(Run(number, popen, log, time.monotonic(), health_port, monitoring_port))
 
     def _watch(self) -> None:
+        in_a_row = 0  # exits since the last run that lasted backoff.reset_after
+        next_probe, failures = 0.0, 0
         while not self._stopping.wait(0.1):
+            run = self.current
+            if run is None or run.killed:
+                continue
+            if run.popen.poll() is None:
+                if self.liveness:
+                    next_probe, failures = self._probe(run, next_probe, failures)
+                continue
             with self._lock:
-                run = self.current
-                if run is None or run.killed or run.popen.poll() is None:
+                if run is not self.current or run.killed:
                     continue
-                self.unexpected_exits.append(Exit(run.number, run.popen.returncode,
-                                                  time.monotonic() - run.started, tail(self.log_text(run))))
-            time.sleep(RESTART_DELAY)
+                lasted = time.monotonic() - run.started
+                in_a_row = 1 if lasted >= self.backoff.reset_after else in_a_row + 1
+                delay = self.backoff.delay(in_a_row)
+                self.unexpected_exits.append(Exit(run.number, run.popen.returncode, lasted, tail(self.log_text(run)),
+                                                  "liveness probe failed" if run.liveness_failed else "exited", delay))
+            next_probe, failures = 0.0, 0
+            if self._stopping.wait(delay):
+                return
             with self._lock:
-                if not self._stopping.is_set():
+                if not self._stopping.is_set() and self.current is run:
                     self._spawn()
+
+    def _probe(self, run: Run, next_probe: float, failures: int) -> tuple[float, int]:
+        """One liveness probe when due: (when the next is due, the failures in a row). A run that fails
+        ``LIVENESS.failures`` probes in a row is stopped (SIGTERM, SIGKILL after the grace period)."""
+        now = time.monotonic()
+        if now < max(next_probe, run.started + LIVENESS.initial_delay):
+            return next_probe, failures
+        try:
+            status, _ = http_get(f"http://127.0.0.1:{run.health_port}/healthz", timeout=LIVENESS.timeout)
+            healthy = 200 <= status < 400
+        except OSError:
+            healthy = False
+        failures = 0 if healthy else failures + 1
+        if failures >= LIVENESS.failures and run.popen.poll() is None:
+            run.liveness_failed = True
+            with contextlib.suppress(ProcessLookupError):
+                run.popen.send_signal(signal.SIGTERM)
+            try:
+                run.popen.wait(timeout=LIVENESS.grace)
+            except subprocess.TimeoutExpired:
+                run.popen.kill()
+                run.popen.wait(timeout=10)
+        return now + LIVENESS.period, failures
 
 
 def tail(text: str, lines: int = 20) -> str:

@@ -28,6 +28,7 @@ def user_agent(version: str = "0.1.0") -> str:
     """``mpi-operator/0.1.0 (linux/x86_64) pid/42``: the process id tells replicas apart in an audit log."""
     return f"{USER_AGENT}/{version} ({platform.system().lower()}/{platform.machine()}) pid/{os.getpid()}"
 REQUEST_TIMEOUT = 30.0
+TEXT_TIMEOUT = 5.0  # get_text
 MAX_THROTTLE_RETRIES = 10
 MAX_EVENT_BYTES = 64 << 20  # a watch event larger than this is a broken stream, not an object
 
@@ -118,6 +119,15 @@ class KubeClient:
                 decoded: JSONDict = orjson.loads(raw) if raw else {}
                 return decoded
         raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    async def get_text(self, path: str) -> tuple[int, str]:
+        """GET a plain-text endpoint of the API server (``/readyz``): its status and body, whatever the status.
+        Not rate limited: it is asked only while deciding whether to wait for the API server."""
+        async with self.session.get(
+            self.configuration.host + path, headers=await self._headers("text/plain"),
+            timeout=aiohttp.ClientTimeout(total=TEXT_TIMEOUT),
+        ) as response:
+            return response.status, (await response.read()).decode(errors="replace")
 
     async def watch(self, path: str, params: dict[str, str]) -> AsyncIterator[JSONDict]:
         """The events of one watch request (``watch=1``), until the server closes it. Events are split on

@@ -12,6 +12,13 @@ deleted) are retried, and ``problem`` reports them once they have lasted a lease
 ``/healthz`` fails. ``release`` hands the Lease back on shutdown so that a successor takes over at once.
 The elector should have an API client of its own, so that its requests never wait behind the bulk writes
 of the controller.
+
+``keep`` returns when leadership is lost (no renewal within the renew deadline); the same elector may then
+``acquire`` again, with the same identity: while the Lease still names it (an API server outage: nobody
+could write it), the first request that gets through takes it back; once someone else holds it, this
+process waits as any standby does. Every write is a compare-and-swap on the Lease's resourceVersion, so two
+processes never both hold it. A former leader that campaigns again is not unhealthy (``problem``); while
+its Lease requests keep failing it is not ready (``readiness``).
 """
 
 from __future__ import annotations
@@ -44,6 +51,15 @@ class LeaseRefusedError(StartupError):
             f"{' '.join(error.message.split())}); deploy/rbac grants get, create and update on leases only in the "
             f"operator's namespace (Role mpi-operator-leader-election): set --lock-namespace to that namespace, "
             f"or grant those verbs on leases in {namespace}")
+
+
+def _described(error: BaseException) -> str:
+    """An error in one short line: its message, else (or when its message cannot be made) its type."""
+    try:
+        text = " ".join(str(error).split())[:300]
+    except Exception:  # an exception whose __str__ fails (aiohttp's, half-built)
+        text = ""
+    return text or type(error).__name__
 
 
 def _micro_now() -> str:
@@ -94,6 +110,8 @@ class LeaderElector:
         self._allowed = False  # some request for the Lease was allowed: later refusals are not fatal
         self._refused_since: float | None = None  # the first of the refusals since the last allowed request
         self._refusal = ""
+        self._failing_since: float | None = None  # the first of the failed attempts since the last answered one
+        self._failure = ""
 
     def _spec(self, acquire_time: str, transitions: int) -> JSONDict:
         return {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
@@ -163,9 +181,12 @@ class LeaderElector:
         except Exception as error:  # a timeout, a dropped connection, a refusal: not acquired
             if isinstance(error, ApiError) and error.status in REFUSED:
                 self._refused(error)
-            logger.warning("lease attempt failed", extra={"kv": {"lease": self.name, "error": repr(error)}})
+            if self._failing_since is None:
+                self._failing_since = self.clock()
+            self._failure = _described(error)
+            logger.warning("lease attempt failed", extra={"kv": {"lease": self.name, "error": self._failure}})
             return False
-        self._allowed, self._refused_since = True, None
+        self._allowed, self._refused_since, self._failing_since = True, None, None
         return acquired
 
     def _refused(self, error: ApiError) -> None:
@@ -223,15 +244,21 @@ class LeaderElector:
             logger.warning("lease release failed", extra={"kv": {"lease": self.name, "error": repr(error)}})
 
     def problem(self) -> str | None:
-        """Why this process should not be considered healthy, or None: its Lease refused for a lease duration
-        (leading or not), leadership lost, or renewals stalled. A standby that is allowed its Lease is healthy."""
+        """Why this process should not be considered alive, or None: its Lease refused for a lease duration
+        (leading or not), or renewals stalled while it leads (``keep`` wedged). A standby that is allowed its
+        Lease is healthy, and so is a former leader campaigning again, through an API server outage too."""
         if self._refused_since is not None and self.clock() - self._refused_since >= self.lease_duration:
             return (f"lease {self.namespace}/{self.name} refused ({self._refusal}) for "
                     f"{self.clock() - self._refused_since:.0f} s: check the RBAC for leases in {self.namespace}")
-        if self.last_renewal is None:
-            return None  # a standby
-        if not self.leading.is_set():
-            return "leadership lost"
-        if self.clock() - self.last_renewal > self.lease_duration:
+        if self.leading.is_set() and self.last_renewal is not None and (
+                self.clock() - self.last_renewal > self.lease_duration):
             return f"lease not renewed for {self.clock() - self.last_renewal:.0f} s"
         return None
+
+    def readiness(self) -> str | None:
+        """Why this process is not ready, or None: its Lease requests have failed (unanswered, or answered with
+        an error) for at least the renew deadline, the time after which a leader gives up."""
+        if self._failing_since is None or self.clock() - self._failing_since < self.renew_deadline:
+            return None
+        return (f"lease {self.namespace}/{self.name} requests failing for {self.clock() - self._failing_since:.0f} s "
+                f"({self._failure}); {'leading' if self.leading.is_set() else 'not leading'}")

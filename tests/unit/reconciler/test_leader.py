@@ -186,7 +186,71 @@ async def test_keep_returns_when_renewals_fail_for_the_renew_deadline() -> None:
     await asyncio.wait_for(candidate.keep(), 5)
     assert 2 <= api.calls.count("GET") - 1 <= 5  # retried within the deadline, then given up
     assert not candidate.leading.is_set()
-    assert candidate.problem() == "leadership lost"
+    assert candidate.problem() is None, "a former leader campaigning again is alive"
+    assert candidate.readiness() is not None
+    assert "requests failing for 0 s (500 InternalError: down); not leading" in str(candidate.readiness())
+
+
+def fast_elector(api: FakeLeases) -> LeaderElector:
+    """Timings of a few hundredths of a second, on the real monotonic clock (``keep`` needs time to pass)."""
+    return LeaderElector(cast(KubeClient, api), "ns", identity="me", lease_duration=15, renew_deadline=0.1,
+                         retry_period=0.02)
+
+
+async def test_after_an_outage_the_former_leader_takes_its_own_lease_back_at_once() -> None:
+    """The Lease still names us (nobody could write it during the outage): the first request that gets
+    through takes it back, without waiting out a lease duration; leaseTransitions unchanged."""
+    api = FakeLeases()
+    candidate = fast_elector(api)
+    await candidate.acquire()
+    transitions = api.lease["spec"]["leaseTransitions"] if api.lease else None
+    api.failures = [aiohttp.ServerDisconnectedError()] * 1000
+    await asyncio.wait_for(candidate.keep(), 5)
+    assert not candidate.leading.is_set()
+    api.failures = []  # the API server is back
+    await asyncio.wait_for(candidate.acquire(), 5)
+    assert candidate.leading.is_set()
+    assert api.holder == "me"
+    assert api.lease is not None
+    assert api.lease["spec"]["leaseTransitions"] == transitions
+    assert candidate.readiness() is None
+    assert candidate.problem() is None
+
+
+async def test_after_an_outage_a_lease_someone_else_took_makes_the_former_leader_a_standby() -> None:
+    api = FakeLeases()
+    candidate = fast_elector(api)
+    await candidate.acquire()
+    api.failures = [aiohttp.ServerDisconnectedError()] * 1000
+    await asyncio.wait_for(candidate.keep(), 5)
+    api.failures = []
+    api.stored(other_holder())  # a standby took over
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(candidate.acquire(), 0.3)
+    assert not candidate.leading.is_set()
+    assert api.holder == "other"
+    assert candidate.problem() is None
+    assert candidate.readiness() is None, "a standby whose requests are answered is ready"
+
+
+async def test_readiness_fails_once_lease_requests_have_failed_for_the_renew_deadline() -> None:
+    api, clock = FakeLeases(), Clock()
+    api.stored(other_holder())
+    candidate = LeaderElector(cast(KubeClient, api), "ns", identity="me", clock=clock, lease_duration=15,
+                              renew_deadline=5, retry_period=3)
+    assert await candidate._attempt(1) is False
+    api.failures = [aiohttp.ClientConnectionError("Cannot connect to host api:443")] * 10
+    assert await candidate._attempt(1) is False
+    clock.now += 4.9
+    assert await candidate._attempt(1) is False
+    assert candidate.readiness() is None
+    clock.now += 0.2
+    assert candidate.readiness() == ("lease ns/mpi-operator requests failing for 5 s (Cannot connect to host "
+                                     "api:443); not leading")
+    assert candidate.problem() is None, "an outage is no liveness problem"
+    api.failures = []
+    assert await candidate._attempt(1) is False
+    assert candidate.readiness() is None
 
 
 async def test_keep_renews_and_one_failed_attempt_is_retried_within_the_deadline() -> None:

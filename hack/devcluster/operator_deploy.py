@@ -295,11 +295,11 @@ def helm_upgrade(cluster: LocalCluster, binary: Path, values: Mapping[str, str])
 
 
 def helm_uninstall(cluster: LocalCluster, binary: Path, timeout: float = 180, *, clean_up: bool = True) -> bool:
-    """`helm uninstall mpi-operator --wait`, until the namespace is gone and nothing of the operator is left but
-    the CRD (which Helm never deletes); then, with CLEAN_UP, the ClusterRole Kubernetes may have re-created
-    (remove_recreated_role, whose answer it returns), as docs/operator-guide.md#uninstall says."""
-    helm(binary, "uninstall", RELEASE, f"--namespace={RELEASE_NAMESPACE}", "--wait", f"--timeout={int(timeout)}s",
-         kubeconfig=cluster.kubeconfig)
+    """`helm uninstall mpi-operator`, until the namespace is gone and nothing of the operator is left but the CRD
+    (which Helm never deletes); then, with CLEAN_UP, the ClusterRole Kubernetes may have re-created
+    (remove_recreated_role, whose answer it returns), as docs/operator-guide.md#uninstall says. Not `helm uninstall
+    --wait`: it fails ("resource ClusterRole//kubeflow-mpijobs-admin still exists") when that role is re-created."""
+    helm(binary, "uninstall", RELEASE, f"--namespace={RELEASE_NAMESPACE}", kubeconfig=cluster.kubeconfig)
     wait_removed(cluster, timeout)
     return remove_recreated_role(cluster) if clean_up else False
 

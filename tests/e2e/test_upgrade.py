@@ -23,7 +23,7 @@ import pytest
 
 from hack.devcluster.binaries import REPO_ROOT
 from hack.devcluster.mpijobs import JSON, conditions, get_job, launcher_log, wait_finished
-from hack.devcluster.operator_deploy import NAMESPACE, RECONCILER, lease_holder, reapply, webhook_ca_bundle
+from hack.devcluster.operator_deploy import CRDS, NAMESPACE, RECONCILER, lease_holder, reapply, webhook_ca_bundle
 from hack.devcluster.realnode import RealNodeCluster, ctr
 from hack.devcluster.wait import wait_for
 from tests.e2e.jobs import apply, assert_pi, upstream_pi
@@ -110,6 +110,9 @@ def test_upstream_and_back_to_ours_while_a_job_runs(real_cluster: RealNodeCluste
                          check=True)
     transitions = real_cluster.rest.get(LEASE)["spec"].get("leaseTransitions", 0)
     began = time.monotonic()
+    # docs/migration.md: our CRD handed to a field manager of its own first, or upstream's CRD, applied by kubectl
+    # as ours was, would drop our v2 conversion webhook (and be refused)
+    real_cluster.kubectl("apply", "--server-side", "--field-manager=mpijob-crd", "-k", str(CRDS), check=True)
     real_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(upstream.manifest), check=True)
     go_pod = wait_for(lambda: _leading_pod(real_cluster, GO_IMAGE), 120, 0.5, what="the Go operator leading")
     assert go_pod is not None

@@ -109,10 +109,9 @@ def test_the_operator_guide_names_every_metric() -> None:
 
     from prometheus_client import CollectorRegistry  # noqa: PLC0415
 
+    from reconciler.certs.rotator import RotationMetrics  # noqa: PLC0415
     from reconciler.mpijob.metrics import OperatorMetrics  # noqa: PLC0415
     from webhook.metrics import WebhookMetrics  # noqa: PLC0415
-
-    from reconciler.certs.rotator import RotationMetrics  # noqa: PLC0415
 
     reconciler = OperatorMetrics(CollectorRegistry())
     RotationMetrics(reconciler.registry)  # --manage-webhook-certificates

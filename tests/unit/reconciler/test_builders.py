@@ -206,7 +206,7 @@ def test_new_launcher_and_worker(job: MPIJob, index: int, launcher: JSONDict, wo
 # --- --cluster-domain: the workers' DNS search path (upstream's fix after v0.8.2, kubeflow/mpi-operator#832) ---
 
 def with_search(worker: JSONDict, search: str) -> JSONDict:
-    changed = orjson.loads(orjson.dumps(worker))
+    changed: JSONDict = orjson.loads(orjson.dumps(worker))
     changed["spec"]["dnsConfig"] = {"searches": [search]}
     return changed
 
@@ -237,7 +237,10 @@ def test_a_custom_cluster_domain_is_appended_to_the_templates_dns_config() -> No
     pod = build_worker(job, 0, GangScheduling("volcano"), cluster_domain="kube.local")
     assert pod["spec"]["dnsConfig"] == {"searches": ["example.com", "j.ns.svc.kube.local"],
                                         "options": [{"name": "ndots", "value": "2"}]}
-    assert job.replica_spec("Worker").template["spec"]["dnsConfig"]["searches"] == ["example.com"], "job untouched"
+    worker = job.replica_spec("Worker")
+    assert worker is not None
+    assert worker.template is not None
+    assert worker.template["spec"]["dnsConfig"]["searches"] == ["example.com"], "job untouched"
 
 
 # --- Launcher Job run policy, suspend, restart policy ---------------------------------------------------

@@ -138,6 +138,7 @@ async def test_the_cluster_domain_reaches_the_workers_search_path_and_the_hostfi
     world.reconciler = Reconciler(Shared(world.caches, world.cluster, Settings(cluster_domain="kube.local"),
                                          lambda: KEYS), OperatorMetrics(CollectorRegistry()), lambda: NOW)
     await world.sync()
+    assert world.job is not None
     model = defaulted(world.job)
     for index in range(2):
         worker = world.cluster.created("pods", f"test-worker-{index}")

@@ -40,6 +40,7 @@ from hack.devcluster.wait import wait_for
 from tests.e2e.jobs import assert_pi, run_to_success, upstream_pi
 
 PATH = "mpijob"  # REGISTRY=<host:port>/mpijob
+LOOPBACK = "127.0.0.1"  # where LocalRegistry listens: every image name under it came from a run of this test
 DEPLOYMENTS = {WEBHOOK: "webhook", RECONCILER: "reconciler"}  # Deployment: its image's component
 
 
@@ -110,9 +111,13 @@ def printed_overlay_renders(cluster: RealNodeCluster, kustomization: dict[str, A
 
 @pytest.fixture(scope="module")
 def registry(real_cluster: RealNodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
-    with LocalRegistry(tmp_path_factory.mktemp("registry")) as started, \
-            real_cluster.registry_configured(started.host, plain_http=True):
-        yield started
+    real_cluster.forget_images(f"{LOOPBACK}:")  # names left by earlier runs' registries (other ports)
+    try:
+        with LocalRegistry(tmp_path_factory.mktemp("registry")) as started, \
+                real_cluster.registry_configured(started.host, plain_http=True):
+            yield started
+    finally:
+        real_cluster.forget_images(f"{LOOPBACK}:")
 
 
 @pytest.fixture

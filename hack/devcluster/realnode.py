@@ -420,15 +420,14 @@ class RealNodeCluster(LocalCluster):
     def _remove_containers(self) -> None:
         remove_containers(self.node_paths.socket)
 
-    def forget_images(self, prefix: str) -> list[str]:
+    def forget_images(self, prefix: str) -> None:
         """Remove every image name in containerd that starts with `prefix` (the content goes with its last
-        name); returns the names removed. containerd's root outlives clusters and image builds are
-        reproducible, so a name pulled from an earlier run's registry keeps a digest that a new push repeats,
-        and kubelet would report that older name as the imageID."""
+        name). containerd's root outlives clusters and image builds are reproducible, so a name pulled from an
+        earlier run's registry keeps a digest that a new push repeats, and kubelet would report that older
+        name as the imageID."""
         names = [n for n in self._ctr("images", "ls", "-q").stdout.split() if n.startswith(prefix)]
         if names:
             self._ctr("images", "rm", *names)
-        return names
 
     @contextlib.contextmanager
     def registry_configured(self, host: str, *, plain_http: bool = False, ca: Path | None = None) -> Iterator[Path]:

@@ -23,6 +23,7 @@ from .binaries import REPO_ROOT
 from .wait import HarnessError, wait_for
 
 INSTALL_SCRIPT = REPO_ROOT / "hack" / "build" / "install-registry.sh"
+ADDRESS = "127.0.0.1"  # where every LocalRegistry listens, each on a port of its own
 CONFIG = """\
 version: 0.1
 log:
@@ -35,7 +36,7 @@ storage:
   delete:
     enabled: true
 http:
-  addr: 127.0.0.1:{port}
+  addr: {address}:{port}
 """
 # the combined log format of the registry's access log: "GET /v2/<name>/manifests/<ref> HTTP/1.1" <status> ... "<agent>"
 ACCESS = re.compile(r'"(?P<method>[A-Z]+) (?P<path>/v2/\S+) HTTP/[0-9.]+" (?P<status>\d{3}) .* "(?P<agent>[^"]*)"\s*$')
@@ -61,7 +62,7 @@ class LocalRegistry:
     @property
     def host(self) -> str:
         """host:port, as image references and containerd's hosts.toml name it."""
-        return f"127.0.0.1:{self.port}"
+        return f"{ADDRESS}:{self.port}"
 
     @property
     def log(self) -> Path:
@@ -72,7 +73,7 @@ class LocalRegistry:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.port = processes.free_port()
         config = self.directory / "config.yml"
-        config.write_text(CONFIG.format(storage=self.directory / "storage", port=self.port))
+        config.write_text(CONFIG.format(storage=self.directory / "storage", address=ADDRESS, port=self.port))
         self.process = processes.start("docker-registry", [str(binary), "serve", str(config)], self.log,
                                        cwd=self.directory)
         proc = self.process

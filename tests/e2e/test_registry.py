@@ -35,12 +35,11 @@ from hack.devcluster.operator_deploy import (
     webhook_ca_bundle,
 )
 from hack.devcluster.realnode import RealNodeCluster
-from hack.devcluster.registry import LocalRegistry
+from hack.devcluster.registry import ADDRESS, LocalRegistry
 from hack.devcluster.wait import wait_for
 from tests.e2e.jobs import assert_pi, run_to_success, upstream_pi
 
 PATH = "mpijob"  # REGISTRY=<host:port>/mpijob
-LOOPBACK = "127.0.0.1"  # where LocalRegistry listens: every image name under it came from a run of this test
 DEPLOYMENTS = {WEBHOOK: "webhook", RECONCILER: "reconciler"}  # Deployment: its image's component
 
 
@@ -111,13 +110,13 @@ def printed_overlay_renders(cluster: RealNodeCluster, kustomization: dict[str, A
 
 @pytest.fixture(scope="module")
 def registry(real_cluster: RealNodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
-    real_cluster.forget_images(f"{LOOPBACK}:")  # names left by earlier runs' registries (other ports)
+    real_cluster.forget_images(f"{ADDRESS}:")  # names left by earlier runs' registries (other ports)
     try:
         with LocalRegistry(tmp_path_factory.mktemp("registry")) as started, \
                 real_cluster.registry_configured(started.host, plain_http=True):
             yield started
     finally:
-        real_cluster.forget_images(f"{LOOPBACK}:")
+        real_cluster.forget_images(f"{ADDRESS}:")
 
 
 @pytest.fixture

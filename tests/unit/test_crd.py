@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.reference import example_params
+
 Schema = dict[str, Any]
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATOR = ROOT / "hack" / "gen" / "crd.py"
 CRD_FILE = ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
-SHARED = Path(__file__).resolve().parents[3] / "shared"  # the reference folder beside the checkout
-EXAMPLES = SHARED / "upstream" / "examples" / "v2beta1"
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
@@ -614,14 +614,7 @@ def _validate_object(node: Schema, value: dict[str, Any], path: str) -> list[str
     return errors
 
 
-def _example_params() -> list[Any]:
-    if not EXAMPLES.is_dir():
-        reason = f"the shared reference folder with upstream's examples is absent ({EXAMPLES.name} not found)"
-        return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="no-shared-examples")]
-    return [pytest.param(p, id=str(p.relative_to(EXAMPLES))) for p in sorted(EXAMPLES.glob("**/*.yaml"))]
-
-
-@pytest.mark.parametrize("example", _example_params())
+@pytest.mark.parametrize("example", example_params())
 def test_upstream_example_is_valid(schema: Schema, example: Path) -> None:
     docs = [d for d in yaml.safe_load_all(example.read_text(encoding="utf-8")) if d]
     assert docs

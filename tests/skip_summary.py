@@ -1,6 +1,8 @@
-"""A pytest plugin (loaded by tests/conftest.py): one line at the end of a run naming every tier or test
-file that was skipped, and why; with ``REQUIRE_TIERS=unit,integration,...`` a required tier in which no
-test ran (every test skipped, or none selected) fails the session, as CI (``.ci/run``) asks.
+"""A pytest plugin (loaded by tests/conftest.py): at the end of a run, the time each tier took and the ten
+slowest tests (setup, call and teardown added up, so a session fixture's start-up counts for the first test that
+used it), then one line naming every tier or test file that was skipped, and why. With
+``REQUIRE_TIERS=unit,integration,...`` a required tier in which no test ran (every test skipped, or none selected)
+fails the session, as CI (``.ci/run``) asks.
 
 A tier is a folder under ``tests/`` (unit, webhook, fuzz, integration, e2e, faults). A test counts as run
 when it passed, failed or errored; a skip (at collection, setup or in the test) counts as skipped, an
@@ -101,14 +103,38 @@ def missing_tiers(outcomes: Outcomes, required: Iterable[str]) -> dict[str, str]
     return missing
 
 
+SLOWEST = 10
+
+
+def _seconds(total: float) -> str:
+    if total < 10:
+        return f"{total:.1f} s"
+    return f"{total:.0f} s" if total < 600 else f"{total / 60:.1f} min"
+
+
+def time_lines(durations: Mapping[str, float], slowest: int = SLOWEST) -> list[str]:
+    """``time by tier: e2e 12.5 min, unit 61 s`` and the `slowest` tests, longest first, from seconds by node id."""
+    if not durations:
+        return []
+    tiers: dict[str, float] = {}
+    for nodeid, took in durations.items():
+        tiers[tier_of(nodeid) or "(no tier)"] = tiers.get(tier_of(nodeid) or "(no tier)", 0.0) + took
+    by_tier = ", ".join(f"{name} {_seconds(took)}" for name, took in sorted(tiers.items(), key=lambda t: -t[1]))
+    longest = sorted(durations.items(), key=lambda item: (-item[1], item[0]))[:slowest]
+    return [f"time by tier: {by_tier}", f"slowest {len(longest)} tests:",
+            *(f"  {_seconds(took):>9}  {nodeid}" for nodeid, took in longest)]
+
+
 class SkipSummary:
-    """The plugin: records every report, says what was skipped, and fails the session when a required tier
-    did not run."""
+    """The plugin: records every report, says where the time went and what was skipped, and fails the session
+    when a required tier did not run."""
 
     def __init__(self, required: list[str]) -> None:
         self.outcomes, self.required = Outcomes(), required
+        self.durations: dict[str, float] = {}  # node id -> seconds of setup, call and teardown
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
         if report.skipped and not hasattr(report, "wasxfail"):
             self.outcomes.record(report.nodeid, skipped=True, reason=skip_reason(report.longrepr))
         elif report.when == "call" or report.failed or hasattr(report, "wasxfail"):
@@ -124,6 +150,8 @@ class SkipSummary:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        for line in time_lines(self.durations):
+            terminalreporter.write_line(line)
         terminalreporter.write_line(skip_line(self.outcomes), yellow=bool(self.outcomes.skipped))
         missing = missing_tiers(self.outcomes, self.required)
         if missing:

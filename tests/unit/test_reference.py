@@ -32,7 +32,7 @@ def test_each_upstream_pi_example_has_a_project_copy_of_the_same_implementation(
     job = MPIJob.model_validate(reference.load_example(reference.pi_example(file)))
     assert job.spec is not None
     assert (job.spec.mpi_implementation or "OpenMPI") == implementation
-    assert set(job.spec.mpi_replica_specs) == {"Launcher", "Worker"}
+    assert set(job.spec.mpi_replica_specs or {}) == {"Launcher", "Worker"}
 
 
 def test_with_the_reference_folder_upstream_examples_are_used() -> None:

@@ -1,4 +1,4 @@
-"""The end-of-run skip line and the required-tier check (tests/skip_summary.py), on small test trees run by
+"""The end-of-run time and skip lines and the required-tier check (tests/skip_summary.py), on small test trees run by
 pytest itself (pytester): every kind of skip is named with its reason, and a required tier that did not run
 fails the session, whether its tests were skipped or none was selected."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.skip_summary import Outcomes, missing_tiers, skip_line, tier_of
+from tests.skip_summary import Outcomes, missing_tiers, skip_line, tier_of, time_lines
 
 pytest_plugins = ["pytester"]
 
@@ -142,3 +142,25 @@ def test_a_test_both_skipped_and_reported_counts_as_skipped() -> None:
     outcomes.record("tests/e2e/test_a.py::test_a", skipped=False)  # its teardown failed after the skip
     assert skip_line(outcomes) == "skipped: tests/e2e (all 1 test: no node)"
     assert missing_tiers(outcomes, ["e2e"]) == {"e2e": "1 test: no node"}
+
+
+def test_time_lines_add_up_each_tier_and_name_the_slowest_tests() -> None:
+    durations = {"tests/e2e/test_pi.py::test_a": 700.0, "tests/e2e/test_pi.py::test_b": 20.0,
+                 "tests/unit/test_x.py::test_c": 1.5, "tests/unit/test_x.py::test_d": 30.0, "tests/test_top.py::t": 2.0}
+    assert time_lines(durations, slowest=3) == [
+        "time by tier: e2e 12.0 min, unit 32 s, (no tier) 2.0 s",
+        "slowest 3 tests:",
+        "   11.7 min  tests/e2e/test_pi.py::test_a",
+        "       30 s  tests/unit/test_x.py::test_d",
+        "       20 s  tests/e2e/test_pi.py::test_b",
+    ]
+    assert time_lines({}) == []
+
+
+def test_a_run_prints_the_time_by_tier_before_the_skip_line(tree: pytest.Pytester,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = run(tree, monkeypatch, None).outlines
+    by_tier = [i for i, line in enumerate(lines) if line.startswith("time by tier: ")]
+    assert len(by_tier) == 1
+    assert lines[by_tier[0] + 1].startswith("slowest ")
+    assert by_tier[0] < lines.index(LINE)

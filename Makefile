@@ -12,21 +12,44 @@ CLUSTER_DIR := .cluster
 .PHONY: help venv testbin node-images e2e e2e-up e2e-down lint unit integration test faults demo cluster-up cluster-down crd bench-webhook bench-admission bench-reconciler bench-recovery bench-peer clean
 
 help:
-	@echo "make demo          set everything up and run the examples with real MPI on a local real node (kwok where it cannot run)"
-	@echo "make test          lint (ruff, mypy --strict, import contracts) and every tier: unit, webhook, fuzz, faults, integration, e2e"
-	@echo "make faults        the full fault suite (tests marked faults), printing its figures (docs/reliability.md)"
-	@echo "make cluster-up    start the local control plane in the background (kubeconfig: $(CLUSTER_DIR)/kubeconfig)"
-	@echo "make cluster-down  stop it"
-	@echo "make e2e-up        a local control plane plus a real node (kubelet, containerd) running our images and operator"
-	@echo "make e2e-down      stop it; make e2e: the real-node end-to-end tests alone"
-	@echo "make images REGISTRY=host[:port]/path [TAG=...] [INSECURE=1]  build the operator's images, push them, print how to deploy them"
-	@echo "make crd           regenerate deploy/crds/kubeflow.org_mpijobs.yaml (and the Helm chart's copy)"
-	@echo "make chart         copy the CRD and the fixed RBAC of deploy/ into the Helm chart, deploy/chart/mpi-operator"
-	@echo "make helm          build Helm (helm.sh/helm/v4) from the Go module proxy, cached (hack/build/build-helm.sh)"
-	@echo "make lock          regenerate the pinned dependencies, requirements/*.txt, after a change in pyproject.toml"
-	@echo "make bench-webhook webhook server benchmark (B2); make bench-admission: through the API server (B0/B1)"
-	@echo "make bench-reconciler  pod-create ceiling, time to all workers created, API writes per job (B0/B3/B5)"
-	@echo "make bench-peer    side by side with the upstream Go mpi-operator v0.8.2 (B3/B4/B5/B6; BENCH_PEER_ARGS=...)"
+	@echo "Start here:"
+	@echo "  make demo          set everything up and run the examples with real MPI on a local real node (kwok where it cannot run)"
+	@echo "  make test          lint (ruff, mypy --strict, import contracts) and every tier: unit, webhook, fuzz, faults, integration, e2e"
+	@echo "  make test T=tests/unit/test_x.py::test_y   one test file or test (any pytest arguments), building nothing it does not need"
+	@echo "Tiers and checks:"
+	@echo "  make lint          ruff, mypy --strict and the import contracts"
+	@echo "  make unit          the unit, webhook and fuzz tiers (no control plane; installs promtool as root)"
+	@echo "  make integration   the integration tier (a real control plane with kwok nodes; builds Kueue, Helm, ... first)"
+	@echo "  make e2e           the real-node tier alone (Linux, root)"
+	@echo "  make faults        the full fault suite (tests marked faults), printing its figures (docs/reliability.md)"
+	@echo "Local clusters:"
+	@echo "  make cluster-up    start the local control plane in the background (kubeconfig: $(CLUSTER_DIR)/kubeconfig)"
+	@echo "  make cluster-down  stop it"
+	@echo "  make e2e-up        a local control plane plus a real node (kubelet, containerd) running our images and operator"
+	@echo "  make e2e-down      stop it"
+	@echo "Builds (cached under ~/.cache/mpijob-operator; make test runs the ones it needs):"
+	@echo "  make venv          the virtualenv .venv from the lock, requirements/dev.txt"
+	@echo "  make testbin       kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok from Go modules"
+	@echo "  make node-images   the real node (kubelet, containerd, CoreDNS) and the images it runs (Linux, root)"
+	@echo "  make peer-bin      the upstream Go mpi-operator v0.8.2 (handover test, bench-peer)"
+	@echo "  make kueue         Kueue, for tests/integration/test_kueue.py"
+	@echo "  make scheduler-plugins  the coscheduling scheduler, for the gang-scheduling tests"
+	@echo "  make helm          Helm, for the chart tests and helm install from a checkout"
+	@echo "  make promtool      promtool (Debian's prometheus package), for the alert-rule tests"
+	@echo "  make images REGISTRY=host[:port]/path [TAG=...] [INSECURE=1]  build the operator's images, push them, print how to deploy them"
+	@echo "Generated files (after an API change, in this order; CONTRIBUTING.md):"
+	@echo "  make crd           regenerate deploy/crds/ (and the Helm chart's copy)"
+	@echo "  make chart         copy the CRD and the fixed RBAC of deploy/ into the Helm chart, deploy/chart/mpi-operator"
+	@echo "  make api-reference regenerate docs/api-reference.md from the API models"
+	@echo "  make lock          regenerate the pinned dependencies, requirements/*.txt, after a change in pyproject.toml"
+	@echo "Benchmarks (figures in docs/benchmarks.md):"
+	@echo "  make bench-webhook     webhook server benchmark (B2)"
+	@echo "  make bench-admission   through the API server (B0/B1)"
+	@echo "  make bench-reconciler  pod-create ceiling, time to all workers created, API writes per job (B0/B3/B5)"
+	@echo "  make bench-recovery    recovery after a reconciler restart"
+	@echo "  make bench-peer        side by side with the upstream Go mpi-operator v0.8.2 (B3/B4/B5/B6; BENCH_PEER_ARGS=...)"
+	@echo "  make clean         remove .venv, .cluster and the tools' caches in the checkout"
+	@echo "  make help          this list"
 
 # Every install takes its packages from the lock, requirements/<extra>.txt: exact versions with their hashes,
 # compiled from pyproject.toml by `make lock` (dev.txt for this virtualenv; webhook.txt and reconciler.txt for
@@ -136,8 +159,16 @@ promtool:
 integration: $(STAMP) testbin peer-bin kueue scheduler-plugins helm
 	$(VENV)/bin/pytest tests/integration
 
+# `make test T=<pytest arguments>` runs just those, with the virtualenv and nothing else built first: a test that
+# needs the control plane builds its binaries on first use; Kueue, Helm, scheduler-plugins, the Go operator and the
+# real node are built by their own targets (make kueue, ...), and their tests say so when they skip.
+ifdef T
+test: $(STAMP)
+	$(VENV)/bin/pytest $(T)
+else
 test: $(STAMP) testbin peer-bin kueue scheduler-plugins helm promtool node-images lint
 	$(VENV)/bin/pytest
+endif
 
 # The full fault suite: every test marked `faults` (a plain `pytest` leaves them out; `make test` runs
 # the short versions). FAULT_SEED=<n> repeats a run's random choices.

@@ -19,24 +19,10 @@ from typing import Any
 import yaml
 
 from hack.demo import real
+from hack.demo.common import CRD, EXAMPLES, JOBS, NAMESPACE, say, show_rejection
 from hack.devcluster import LocalCluster
-from hack.devcluster.operators import REPO_ROOT, OperatorReconciler, OperatorWebhook
+from hack.devcluster.operators import OperatorReconciler, OperatorWebhook
 from hack.devcluster.wait import wait_for
-
-CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
-EXAMPLES = REPO_ROOT / "examples"
-JOBS = ("pi-openmpi", "pi-intel", "pi-mpich")
-NAMESPACE = "demo"
-
-
-def say(message: str) -> None:
-    print(f"\n==> {message}", flush=True)
-
-
-def show_rejection(cluster: LocalCluster) -> None:
-    say("kubectl apply -f examples/invalid-launcher-replicas.yaml (upstream would accept it and never run it)")
-    result = cluster.kubectl("apply", "-n", NAMESPACE, "-f", str(EXAMPLES / "invalid-launcher-replicas.yaml"))
-    print(result.stderr.strip() or result.stdout.strip())
 
 
 def follow(cluster: LocalCluster, names: tuple[str, ...], timeout: float = 180) -> None:

@@ -19,20 +19,12 @@ from typing import Any
 
 import yaml
 
+from hack.demo.common import CRD, EXAMPLES, JOBS, NAMESPACE, say, show_rejection
 from hack.devcluster.mpijobs import CPU_LIMIT, launcher_log, wait_finished
 from hack.devcluster.operator_deploy import deploy, operator_image_archives
-from hack.devcluster.operators import REPO_ROOT
 from hack.devcluster.realnode import RealNodeCluster, image_archives, unavailable
 
-CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
-EXAMPLES = REPO_ROOT / "examples"
-JOBS = ("pi-openmpi", "pi-intel", "pi-mpich")
-NAMESPACE = "demo"
 RANK_LINE = re.compile(r"Rank (\d+) on host (\S+)")
-
-
-def say(message: str) -> None:
-    print(f"\n==> {message}", flush=True)
 
 
 def fitted(name: str) -> dict[str, Any]:
@@ -69,9 +61,7 @@ def run() -> bool:
               f"its Lease after {timings['reconciler-leader']:.1f}s")
         print(cluster.kubectl("get", "pods", "-n", "mpi-operator", "-o", "wide").stdout, end="")
         cluster.kubectl("create", "namespace", NAMESPACE, check=True)
-        say("kubectl apply -f examples/invalid-launcher-replicas.yaml (upstream would accept it and never run it)")
-        result = cluster.kubectl("apply", "-n", NAMESPACE, "-f", str(EXAMPLES / "invalid-launcher-replicas.yaml"))
-        print(result.stderr.strip() or result.stdout.strip())
+        show_rejection(cluster)
         for name in JOBS:
             say(f"kubectl apply -f examples/{name}.yaml (cpu limits {CPU_LIMIT}), on the real node")
             began = time.monotonic()

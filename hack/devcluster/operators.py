@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from hack.devcluster import LocalCluster
-from hack.devcluster.processes import free_port
+from hack.devcluster.processes import free_port, terminate
 from hack.devcluster.wait import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -92,12 +92,7 @@ class OperatorProcess:
     def stop(self) -> None:
         if self.alive():
             assert self.process is not None
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+            terminate(self.process, grace=15)
 
 
 class PeerBuildError(RuntimeError):

@@ -149,6 +149,17 @@ class Process:
             raise HarnessError(f"{self.name} (pid {self.pid}) did not exit after SIGKILL")
 
 
+def terminate(popen: subprocess.Popen[bytes], grace: float) -> int:
+    """SIGTERM `popen`, as kubelet stops a container, then SIGKILL once `grace` seconds have passed; its exit status."""
+    with contextlib.suppress(ProcessLookupError):
+        popen.send_signal(signal.SIGTERM)
+    try:
+        return popen.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        popen.kill()
+        return popen.wait(timeout=10)
+
+
 def start(name: str, argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None = None,
           cwd: Path | None = None, die_with_parent: bool = True) -> Process:
     """Start `argv` in a new session with stdout and stderr appended to `log_path`.

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from hack.devcluster import LocalCluster
 from hack.devcluster.operators import REPO_ROOT, shipped_reconciler_args
-from hack.devcluster.processes import free_port, http_get
+from hack.devcluster.processes import free_port, http_get, terminate
 from hack.devcluster.rest import ApiError
 
 # The reconciler's defaults: leader election on (Lease in mpi-operator), 2 workers, queue rate 10, child-event
@@ -146,12 +145,7 @@ class SupervisedReconciler:
         with self._lock:
             run = self.current
             if run is not None and run.popen.poll() is None:
-                run.popen.send_signal(signal.SIGTERM)
-                try:
-                    run.popen.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    run.popen.kill()
-                    run.popen.wait(timeout=10)
+                terminate(run.popen, grace=15)
 
     def __enter__(self) -> SupervisedReconciler:
         return self.start()
@@ -272,13 +266,7 @@ class SupervisedReconciler:
         failures = 0 if healthy else failures + 1
         if failures >= LIVENESS.failures and run.popen.poll() is None:
             run.liveness_failed = True
-            with contextlib.suppress(ProcessLookupError):
-                run.popen.send_signal(signal.SIGTERM)
-            try:
-                run.popen.wait(timeout=LIVENESS.grace)
-            except subprocess.TimeoutExpired:
-                run.popen.kill()
-                run.popen.wait(timeout=10)
+            terminate(run.popen, grace=LIVENESS.grace)
         return now + LIVENESS.period, failures
 
 

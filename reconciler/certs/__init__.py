@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+    from reconciler.certs.policy import CertificateFlags
     from reconciler.mpijob.controller import Background
-    from reconciler.options import Options
 
 
-def webhook_certificates(options: Options, registry: CollectorRegistry) -> tuple[Background, ...]:
+def webhook_certificates(options: CertificateFlags, registry: CollectorRegistry) -> tuple[Background, ...]:
     """The reconciler's background task for ``--manage-webhook-certificates`` (none without it): made once per
     process (its metrics), run in each term of leadership by the controller. Imported only when on, so that an
     idle reconciler without it holds no cryptography."""

@@ -15,7 +15,14 @@ from aiohttp import web
 from shared.cli import port, port_or_zero, positive_float, positive_int
 from shared.logs import configure_logging
 from webhook import handlers
-from webhook.app import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONVERSION_BODY_BYTES, create_app
+from webhook.app import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONCURRENT_CONVERSIONS,
+    DEFAULT_MAX_CONVERSION_BODY_BYTES,
+    DEFAULT_MAX_CONVERSION_COST_BYTES,
+    create_app,
+)
+from webhook.limits import ConversionLimits
 from webhook.metrics import WebhookMetrics
 from webhook.state import METRICS, READY_CHECK
 from webhook.tls import CertificateReloader
@@ -39,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-conversion-body-bytes", type=positive_int, default=DEFAULT_MAX_CONVERSION_BODY_BYTES,
                         help="largest ConversionReview accepted (a LIST page of MPIJobs), larger get 413 "
                              f"(default {DEFAULT_MAX_CONVERSION_BODY_BYTES})")
+    parser.add_argument("--max-conversion-cost-bytes", type=positive_int, default=DEFAULT_MAX_CONVERSION_COST_BYTES,
+                        help="most memory one ConversionReview may take, estimated from its bytes, objects, arrays "
+                             "and strings before it is parsed; costlier get 413. Keep it 190 MiB under the "
+                             f"container's memory limit (default {DEFAULT_MAX_CONVERSION_COST_BYTES}: 512 MiB)")
+    parser.add_argument("--max-concurrent-conversions", type=positive_int, default=DEFAULT_MAX_CONCURRENT_CONVERSIONS,
+                        help="ConversionReviews read and answered at once; others wait, unread "
+                             f"(default {DEFAULT_MAX_CONCURRENT_CONVERSIONS})")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="logfmt", choices=["logfmt", "json"])
     return parser
@@ -74,6 +88,7 @@ async def _serve_with(reloader: CertificateReloader, args: argparse.Namespace) -
     metrics = WebhookMetrics()
     metrics.watch_certificate(reloader)
     app = create_app(max_body_bytes=args.max_body_bytes, max_conversion_body_bytes=args.max_conversion_body_bytes,
+                     conversions=ConversionLimits(args.max_conversion_cost_bytes, args.max_concurrent_conversions),
                      ready_check=lambda: reloader.ready, metrics=metrics)
     runners = [web.AppRunner(app, access_log=None, shutdown_timeout=10)]
     if args.health_port:

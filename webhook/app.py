@@ -2,36 +2,54 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from aiohttp import web
 
 from webhook import admission, handlers
+from webhook.limits import ConversionLimits
 from webhook.metrics import WebhookMetrics
-from webhook.state import ADMISSION_BODY_LIMIT, CONVERSION_BODY_LIMIT, METRICS, READY_CHECK
+from webhook.state import (
+    ADMISSION_BODY_LIMIT,
+    CONVERSION_BODY_LIMIT,
+    CONVERSION_COST_LIMIT,
+    CONVERSION_GATE,
+    METRICS,
+    READY_CHECK,
+)
 
 MUTATE_PATH = "/mutate-kubeflow-org-v2beta1-mpijob"
 VALIDATE_PATH = "/validate-kubeflow-org-v2beta1-mpijob"  # both paths admit kubeflow.org/v2 as well
 CONVERT_PATH = "/convert"
 # An MPIJob carries two full pod templates; the API server itself accepts objects up to ~3 MiB in etcd
 # and requests up to 3 MiB (JSON) by default, but a review carries object and oldObject: 8 MiB leaves room.
-DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_BODY_BYTES = handlers.DEFAULT_ADMISSION_BODY_LIMIT
 # A LIST through kubeflow.org/v2 arrives as one ConversionReview: kubectl pages by 500, 10 MB of 20 KB MPIJobs.
-DEFAULT_MAX_CONVERSION_BODY_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_CONVERSION_BODY_BYTES = handlers.DEFAULT_CONVERSION_BODY_LIMIT
+DEFAULT_CONVERSION_LIMITS = ConversionLimits()
+DEFAULT_MAX_CONVERSION_COST_BYTES = DEFAULT_CONVERSION_LIMITS.cost_bytes
+DEFAULT_MAX_CONCURRENT_CONVERSIONS = DEFAULT_CONVERSION_LIMITS.concurrent
 
 
 def create_app(
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_conversion_body_bytes: int = DEFAULT_MAX_CONVERSION_BODY_BYTES,
+    conversions: ConversionLimits = DEFAULT_CONVERSION_LIMITS,
     ready_check: Callable[[], bool] = lambda: True,
     metrics: WebhookMetrics | None = None,
 ) -> web.Application:
-    """The application with the admission and conversion endpoints, health endpoints and ``/metrics``. aiohttp
-    reads no body over the larger limit; each endpoint refuses one over its own (413)."""
-    app = web.Application(client_max_size=max(max_body_bytes, max_conversion_body_bytes))
+    """The application with the admission and conversion endpoints, health endpoints and ``/metrics``. Each
+    endpoint reads its body against its own limit (413 above it, chunked bodies too, counted while read);
+    ``/convert`` also refuses a review whose parse cost is over ``conversions.cost_bytes`` and answers
+    ``conversions.concurrent`` at a time. aiohttp's own ``client_max_size`` (for a handler that would read
+    the body whole) is the admission limit."""
+    app = web.Application(client_max_size=max_body_bytes)
     app[ADMISSION_BODY_LIMIT] = max_body_bytes
     app[CONVERSION_BODY_LIMIT] = max_conversion_body_bytes
+    app[CONVERSION_COST_LIMIT] = conversions.cost_bytes
+    app[CONVERSION_GATE] = asyncio.Semaphore(conversions.concurrent)
     app[METRICS] = metrics or WebhookMetrics()
     app[READY_CHECK] = ready_check
     app.router.add_post(MUTATE_PATH, handlers.admission_handler("mutate", admission.mutate))

@@ -7,6 +7,8 @@ request uid: never an accidental allow.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -17,11 +19,22 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook import admission, conversion
-from webhook.state import ADMISSION_BODY_LIMIT, CONVERSION_BODY_LIMIT, METRICS, READY_CHECK
+from webhook.limits import parse_cost, read_limited
+from webhook.state import (
+    ADMISSION_BODY_LIMIT,
+    CONVERSION_BODY_LIMIT,
+    CONVERSION_COST_LIMIT,
+    CONVERSION_GATE,
+    METRICS,
+    READY_CHECK,
+)
 
 logger = logging.getLogger("webhook")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 AdmitFunction = Callable[[dict[str, Any]], admission.Admission]
+# Without the application's own limits (an application built around a handler alone): create_app's defaults
+DEFAULT_ADMISSION_BODY_LIMIT = 8 * 1024 * 1024
+DEFAULT_CONVERSION_BODY_LIMIT = 32 * 1024 * 1024
 
 
 _JSON_HEADERS = {"Content-Type": "application/json"}  # as content_type= sets it, without parsing it per answer
@@ -52,23 +65,9 @@ def admission_handler(operation: str, admit: AdmitFunction) -> Handler:
     return handle
 
 
-async def read_limited(request: web.Request, limit: int | None) -> bytes:
-    """The request's body; HTTPRequestEntityTooLarge above ``limit`` (aiohttp itself checks the application's
-    client_max_size, the larger of create_app's limits), from the Content-Length before anything is read when
-    the client sends one. No ``limit``: aiohttp's check only."""
-    if limit is None:
-        return await request.read()
-    if request.content_length is not None and request.content_length > limit:
-        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
-    body = await request.read()
-    if len(body) > limit:
-        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=len(body))
-    return body
-
-
 async def _answer(request: web.Request, admit: AdmitFunction, log: dict[str, Any]) -> tuple[web.Response, str]:
     try:
-        body = await read_limited(request, request.app.get(ADMISSION_BODY_LIMIT))
+        body = await read_limited(request, request.app.get(ADMISSION_BODY_LIMIT, DEFAULT_ADMISSION_BODY_LIMIT))
     except web.HTTPRequestEntityTooLarge as error:
         message = f"request body too large for the MPIJob webhook: {error.text}"
         return _status(413, "RequestEntityTooLarge", message), "too_large"
@@ -93,16 +92,25 @@ async def _answer(request: web.Request, admit: AdmitFunction, log: dict[str, Any
 
 
 ConvertFunction = Callable[[dict[str, Any]], tuple[dict[str, Any], int]]
+# Bodies from this size up are decoded, converted and encoded in a thread, so that the event loop keeps answering
+# /healthz, /readyz and admission meanwhile (orjson holds the GIL only while it decodes or encodes).
+THREAD_BODY_BYTES = 256 * 1024
 
 
 def conversion_handler(convert: ConvertFunction = conversion.convert_review) -> Handler:
     """An aiohttp handler answering ConversionReviews (``POST /convert``): 200 with Success or Failed, 400 for a
-    body that is not a ConversionReview, 413 above the size limit; an unexpected error is a Failed result."""
+    body that is not a ConversionReview, 413 above the size limit or the parse-cost limit; an unexpected error is a
+    Failed result. At most the application's CONVERSION_GATE of them are read and answered at once; the others
+    wait, their bodies unread, in the order they came."""
 
     async def handle(request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
         log: dict[str, Any] = {"op": "convert", "uid": ""}
-        response, result = await _convert(request, convert, log)
+        gate = request.app.get(CONVERSION_GATE)
+        async with gate if gate is not None else contextlib.nullcontext():
+            if gate is not None:
+                log["waited_us"] = round((time.perf_counter() - started) * 1e6)
+            response, result = await _convert(request, convert, log)
         seconds = time.perf_counter() - started
         request.app[METRICS].observe("convert", result, seconds)
         if result in ("failed", "error"):
@@ -114,17 +122,36 @@ def conversion_handler(convert: ConvertFunction = conversion.convert_review) -> 
     return handle
 
 
+def _too_large(message: str) -> tuple[web.Response, str]:
+    return _json(conversion.bad_review(f"request body too large for the MPIJob webhook: {message}"),
+                 status=413), "too_large"
+
+
 async def _convert(request: web.Request, convert: ConvertFunction, log: dict[str, Any]) -> tuple[web.Response, str]:
     try:
-        body = await read_limited(request, request.app.get(CONVERSION_BODY_LIMIT))
+        body = await read_limited(request, request.app.get(CONVERSION_BODY_LIMIT, DEFAULT_CONVERSION_BODY_LIMIT))
     except web.HTTPRequestEntityTooLarge as error:
-        message = f"request body too large for the MPIJob webhook: {error.text}"
-        return _json(conversion.bad_review(message), status=413), "too_large"
+        return _too_large(error.text or "")
+    cost_limit = request.app.get(CONVERSION_COST_LIMIT)
+    if cost_limit is not None and (cost := parse_cost(body)) > cost_limit:
+        log["cost"] = cost
+        return _too_large(f"a ConversionReview of {len(body)} bytes may take up to {cost} bytes of memory to "
+                          f"convert, over the webhook's limit of {cost_limit} (--max-conversion-cost-bytes)")
+    if len(body) < THREAD_BODY_BYTES:
+        status, answer, result = _convert_body(body, convert, log)
+    else:
+        status, answer, result = await asyncio.to_thread(_convert_body, body, convert, log)
+    return web.Response(body=answer, status=status, headers=_JSON_HEADERS), result
+
+
+def _convert_body(body: bytes, convert: ConvertFunction, log: dict[str, Any]) -> tuple[int, bytes, str]:
+    """The HTTP status, encoded answer and result of a ConversionReview body (no I/O: run in a thread for a large
+    one); fills ``log``."""
     try:
         review_request = conversion.parse_conversion_review(body)
     except admission.BadReviewError as error:
         log["error"] = str(error)
-        return _json(conversion.bad_review(str(error)), status=400), "bad_request"
+        return 400, orjson.dumps(conversion.bad_review(str(error))), "bad_request"
     uid = review_request["uid"]
     log.update(uid=admission.log_fields({"uid": uid, "operation": ""})["uid"],
                desired=admission.shown(review_request["desiredAPIVersion"]), objects=len(review_request["objects"]))
@@ -133,11 +160,11 @@ async def _convert(request: web.Request, convert: ConvertFunction, log: dict[str
     except Exception:  # the conversion is total over JSON; should it not be, the API server gets a Failed result
         logger.exception("conversion failed", extra={"kv": {"uid": log["uid"]}})
         message = f"internal error in the MPIJob webhook while converting request {log['uid']}; see the webhook's log"
-        return _json(conversion.failed_review(uid, message)), "error"
+        return 200, orjson.dumps(conversion.failed_review(uid, message)), "error"
     if failed_index >= 0:
         log["error"] = answer["response"]["result"]["message"][:200]
-        return _json(answer), "failed"
-    return _json(answer), "converted"
+        return 200, orjson.dumps(answer), "failed"
+    return 200, orjson.dumps(answer), "converted"
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from aiohttp import web
@@ -13,3 +14,5 @@ METRICS = web.AppKey("metrics", WebhookMetrics)
 READY_CHECK: web.AppKey[ReadyCheck] = web.AppKey("ready_check")
 ADMISSION_BODY_LIMIT = web.AppKey("admission_body_limit", int)  # bytes of an AdmissionReview
 CONVERSION_BODY_LIMIT = web.AppKey("conversion_body_limit", int)  # bytes of a ConversionReview
+CONVERSION_COST_LIMIT = web.AppKey("conversion_cost_limit", int)  # bytes a ConversionReview may take (parse_cost)
+CONVERSION_GATE = web.AppKey("conversion_gate", asyncio.Semaphore)  # conversions read and answered at once

@@ -128,7 +128,7 @@ def page_of_jobs(count: int, size: int) -> list[dict[str, Any]]:
 
 async def test_a_list_page_of_500_large_jobs_converts(client: Client) -> None:
     """kubectl lists 500 per page, and the API server converts a page in one review: 10 MB of 20 KB MPIJobs,
-    more than the admission limit (8 MiB), within the conversion limit (64 MiB by default)."""
+    more than the admission limit (8 MiB), within the conversion limits (32 MiB and its parse cost by default)."""
     page = page_of_jobs(500, 20 * 1024)
     body = orjson.dumps(conversion_review(c.API_VERSION_V2, page))
     assert len(body) > 10 * 1000 * 1000
@@ -151,7 +151,7 @@ async def test_a_body_over_the_conversion_limit_gets_413(aiohttp_client: Any) ->
 
 
 async def test_the_conversion_limit_does_not_raise_the_admission_limit(client: Client) -> None:
-    """aiohttp reads up to the larger limit (64 MiB); admission still refuses a review over its own 8 MiB."""
+    """Each route reads against its own limit: admission refuses a review over its 8 MiB."""
     body = orjson.dumps(review(big_job(9 * 1024 * 1024)))
     status, answer = await post(client, VALIDATE_PATH, body)
     assert status == 413

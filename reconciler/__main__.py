@@ -164,21 +164,9 @@ STOPPED, LOST, FAILED = "stopped", "lost", "failed"
 
 async def _lead(terms: Terms, elector: LeaderElector | None, health: Health, metrics: OperatorMetrics,
                 stop: asyncio.Event) -> int:
-    """Reconcile while leading, one term per Lease held, until SIGTERM (0) or a fatal error (1).
-
-    A lost Lease (no renewal within the renew deadline: an API server outage, or one too slow) ends the term:
-    the controller's informers and workers are cancelled and awaited (syncs in flight stop at their next
-    await, as at a SIGKILL), the term's caches, queue and bookkeeping are dropped, and the process campaigns
-    again with the same identity. Why in-process rather than exiting as upstream does: an exit is restarted by
-    kubelet, whose crash-loop back-off grows with every exit (10 s doubling to 5 minutes) and an outage makes
-    several (the lost Lease, then every start-up that cannot reach the API server); and the restarted process,
-    with a new identity, waits out a full lease duration (15 s) before it may take the Lease its predecessor
-    still holds. Campaigning again in-process keeps the identity, so the first Lease request that gets through
-    after the outage takes the Lease back (within the 3 s retry period), and nothing of the old term can act:
-    the next term lists everything afresh and, like a restarted process, acts only on what the cluster holds.
-    Children have deterministic names and a create that finds one already there reads it, so neither path
-    duplicates them. Only a fatal error (a watch refused with 401/403) still exits.
-    """
+    """Reconcile while leading, one term per Lease held, until SIGTERM (0) or a fatal error (1). A lost Lease ends
+    the term (its informers and workers cancelled and awaited, its caches, queue and bookkeeping dropped) and the
+    process campaigns again with the same identity instead of exiting: why, in docs/reconciler.md ("Outages")."""
     health.add("informers", lambda: _stopped_informers(terms.current) if terms.current is not None else None)
     health.add_readiness("caches", lambda: _unsynced(terms.current) if terms.current is not None else None)
     if elector is None:

@@ -1,25 +1,9 @@
-"""Leader election on a coordination.k8s.io/v1 Lease, judged as client-go's ``leaderelection`` does.
-
-Upstream's timings: a lease lasts 15 s, the leader must renew within 5 s, attempts are 3 s apart.
-Expiry is never judged by comparing another host's ``renewTime`` with our clock: a Lease held by
-someone else counts as expired only when this process has seen the same record, unchanged, for the
-whole lease duration (by its own monotonic clock). Any failure while acquiring (a dropped connection,
-a timeout, a Lease that cannot be read) means "not acquired, try again": only a successful write of a
-record naming us makes this process the leader. One failure is fatal: a Lease refused (401/403) before
-any request for it was allowed, a misconfiguration (``--lock-namespace`` outside the namespace of the
-Role that grants leases) raised as ``LeaseRefusedError``. Refusals after an allowed request (the Role
-deleted) are retried, and ``problem`` reports them once they have lasted a lease duration, so that
-``/healthz`` fails. ``release`` hands the Lease back on shutdown so that a successor takes over at once.
-The elector should have an API client of its own, so that its requests never wait behind the bulk writes
-of the controller.
-
-``keep`` returns when leadership is lost (no renewal within the renew deadline); the same elector may then
-``acquire`` again, with the same identity: while the Lease still names it (an API server outage: nobody
-could write it), the first request that gets through takes it back; once someone else holds it, this
-process waits as any standby does. Every write is a compare-and-swap on the Lease's resourceVersion, so two
-processes never both hold it. A former leader that campaigns again is not unhealthy (``problem``); while
-its Lease requests keep failing it is not ready (``readiness``).
-"""
+"""Leader election on a coordination.k8s.io/v1 Lease, judged as client-go's ``leaderelection`` does (15 s lease,
+5 s renew deadline, 3 s retry). The contract: only a successful compare-and-swap of a record naming us makes this
+process the leader; another holder's Lease expires only after this process saw it unchanged for a lease duration
+by its own monotonic clock; ``keep`` returns when leadership is lost, and the same elector may ``acquire`` again;
+a Lease refused before any request was allowed raises ``LeaseRefusedError``; ``release`` hands it back on
+shutdown. Why, and how it behaves in an outage: docs/reconciler.md, "Leader election" and "Outages"."""
 
 from __future__ import annotations
 

@@ -113,7 +113,7 @@ def conversion_handler(convert: ConvertFunction = conversion.convert_review) -> 
             response, result = await _convert(request, convert, log)
         seconds = time.perf_counter() - started
         request.app[METRICS].observe("convert", result, seconds)
-        if result in ("failed", "error"):
+        if result != "converted":  # every answer but Success says Failed, and fails the API server's request
             request.app[METRICS].conversion_failures.inc()
         log.update(result=result, duration_us=round(seconds * 1e6))
         logger.info("conversion", extra={"kv": log})

@@ -38,7 +38,8 @@ class WebhookMetrics:
             LABELS, buckets=LATENCY_BUCKETS, registry=self.registry)
         self.conversion_failures = Counter(
             "mpijob_webhook_conversion_failures",
-            "ConversionReviews answered with result Failed (an object that cannot be converted, an internal error).",
+            "ConversionReviews answered with result Failed (an object that cannot be converted, a body that is not "
+            "a ConversionReview or is over a limit, an internal error).",
             registry=self.registry)
         for operation in OPERATIONS:
             self.requests.labels(operation, "error")

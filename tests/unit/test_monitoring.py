@@ -108,7 +108,7 @@ def test_every_alert_has_a_threshold_that_removing_leaves_its_metrics() -> None:
         compared = without_threshold(expr)
         assert metric_names(compared) == metric_names(expr), name
         assert not re.search(r"[<>]|==|!=(?!\")", compared), (name, compared)
-    assert len(alerts()) == len(rules()) == 7
+    assert len(alerts()) == len(rules()) == 9
 
 
 def test_every_panel_query_has_its_grafana_variables_filled_in() -> None:
@@ -135,7 +135,7 @@ def test_promtool_checks_the_rules() -> None:
     result = subprocess.run([str(PROMTOOL), "check", "rules", str(RULES)], capture_output=True, text=True,
                             check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 7 rules found" in result.stdout
+    assert "SUCCESS: 9 rules found" in result.stdout
 
 
 @needs_promtool

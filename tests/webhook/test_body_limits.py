@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp import web
+from prometheus_client import generate_latest
 
 from shared.api import constants as c
 from tests.webhook.conftest import Client, review
@@ -97,6 +98,19 @@ async def test_a_review_over_the_cost_limit_gets_413_before_it_is_parsed(aiohttp
     client = await aiohttp_client(create_app(conversions=ConversionLimits(cost_bytes=cost)))
     status, answer = await post_chunked(client, CONVERT_PATH, body)
     assert (status, answer["response"]["result"]) == (200, {"status": "Success"})
+
+
+async def test_every_failed_answer_counts_as_a_conversion_failure(aiohttp_client: Any) -> None:
+    """A 400 or a 413 fails the API server's request just as a Failed result does: MPIJobConversionFailures sees
+    them all."""
+    app = create_app(max_conversion_body_bytes=1 * MiB)
+    client = await aiohttp_client(app)
+    too_large = orjson.dumps(conversion_review(c.API_VERSION, [{**v2_job(), "padding": "x" * (2 * MiB)}]))
+    for body, status in ((b"{", 400), (too_large, 413), (orjson.dumps(conversion_review(c.API_VERSION, [1])), 200),
+                         (orjson.dumps(conversion_review(c.API_VERSION_V2, [v2_job()])), 200)):
+        assert (await client.post(CONVERT_PATH, data=body, headers=HEADERS)).status == status
+    scrape = generate_latest(app[METRICS].registry).decode().splitlines()
+    assert "mpijob_webhook_conversion_failures_total 3.0" in scrape
 
 
 def blocking_app(release: threading.Event, entered: threading.Event, concurrent: int) -> tuple[web.Application,

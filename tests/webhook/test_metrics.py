@@ -14,8 +14,8 @@ from webhook.metrics import WebhookMetrics
 REQUESTS_HELP = ("Admission and conversion requests by operation (mutate, validate, convert) and result "
                  "(allowed, patched, denied, converted, failed, bad_request, too_large, error).")
 LATENCY_HELP = "Time to answer an admission or conversion request, from the first body byte to the response."
-FAILURES_HELP = ("ConversionReviews answered with result Failed (an object that cannot be converted, an internal "
-                 "error).")
+FAILURES_HELP = ("ConversionReviews answered with result Failed (an object that cannot be converted, a body that is "
+                 "not a ConversionReview or is over a limit, an internal error).")
 FAILURES = [f"# HELP mpijob_webhook_conversion_failures_total {FAILURES_HELP}",
             "# TYPE mpijob_webhook_conversion_failures_total counter",
             "mpijob_webhook_conversion_failures_total 0.0"]

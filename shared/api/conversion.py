@@ -147,6 +147,32 @@ _FAILURE_POLICY: Any = {
 }
 
 
+# The defaults the v2 schema gives inside a failurePolicy (hack/gen/crdgen/v2_schema.py), in the shape of
+# ``_FAILURE_POLICY``: a string is the default of an absent property.
+FAILURE_POLICY_DEFAULTS: Any = {"rules": [{"onPodConditions": [{"status": "True"}]}]}
+
+
+def with_failure_policy_defaults(policy: JSONDict) -> JSONDict:
+    """A copy of ``policy`` with the v2 schema's defaults where a field is absent (or null), as the API server sets
+    them on a v2 request: what the policy means. Policies are compared, and made canonical, in this form."""
+    defaulted: JSONDict = _defaulted(policy, FAILURE_POLICY_DEFAULTS)
+    return defaulted
+
+
+def _defaulted(value: Any, defaults: Any) -> Any:
+    if isinstance(defaults, list):
+        return [_defaulted(item, defaults[0]) for item in value] if isinstance(value, list) else value
+    if not isinstance(value, dict):
+        return value
+    result = dict(value)
+    for key, default in defaults.items():
+        if isinstance(default, str):
+            result[key] = default if result.get(key) is None else result[key]
+        elif key in result:
+            result[key] = _defaulted(result[key], default)
+    return result
+
+
 def _matches(value: Any, schema: Any) -> bool:
     if schema == _INT:
         return isinstance(value, int) and not isinstance(value, bool)

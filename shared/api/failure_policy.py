@@ -12,7 +12,7 @@ from dataclasses import replace
 from shared.api import constants as c
 from shared.api import dns
 from shared.api import field_errors as fe
-from shared.api.conversion import canonical_json, lifted_failure_policy, parse_annotation
+from shared.api.conversion import canonical_json, lifted_failure_policy, parse_annotation, with_failure_policy_defaults
 from shared.api.field_errors import FieldError
 from shared.api.types import MPIJob
 from shared.api.v2types import ExitCodesRequirement, FailurePolicy, FailurePolicyRule, MPIJobV2, PodConditionPattern
@@ -37,10 +37,16 @@ def v2_errors(job: MPIJobV2) -> list[FieldError]:
 
 
 def failure_policy_update_errors(old: JSONDict | None, new: JSONDict | None, path: str = PATH) -> list[FieldError]:
-    """The failurePolicy is immutable: it cannot be added, changed or removed after creation."""
-    if old == new:
+    """The failurePolicy is immutable: it cannot be added, changed or removed after creation. Policies are compared
+    with the v2 defaults applied: a stored policy converted to v2 lacks the defaults the API server gave the request
+    (a v2beta1 client may leave a pod condition's status out), and that is no change."""
+    if _meaning(old) == _meaning(new):
         return []
     return [fe.invalid(path, new, "field is immutable")]
+
+
+def _meaning(policy: JSONDict | None) -> JSONDict | None:
+    return with_failure_policy_defaults(policy) if policy is not None else None
 
 
 def annotation_errors(obj: JSONDict) -> list[FieldError]:
@@ -75,11 +81,14 @@ def annotation_value(obj: JSONDict) -> object:
 
 
 def canonical_annotation(obj: JSONDict) -> str | None:
-    """The canonical form of a valid but non-canonical annotation value, for the mutating webhook; else None."""
+    """The canonical form of a valid annotation value, with the v2 defaults applied (so that the stored policy is
+    the one a v2 client reads and writes back), for the mutating webhook; None when it is already in that form or
+    is not valid."""
     value = annotation_value(obj)
-    if not isinstance(value, str) or annotation_errors(obj):
+    policy = parse_annotation(value) if isinstance(value, str) else None
+    if policy is None or annotation_errors(obj):
         return None
-    canonical = canonical_json({"spec": {"runPolicy": {"failurePolicy": parse_annotation(value)}}})
+    canonical = canonical_json({"spec": {"runPolicy": {"failurePolicy": with_failure_policy_defaults(policy)}}})
     return canonical if canonical != value else None
 
 
@@ -233,7 +242,8 @@ def _field(obj: JSONDict) -> JSONDict | None:
 
 
 def _annotation_content(obj: JSONDict) -> object:
-    """What the annotation means, so that making it canonical is not a change: its failurePolicy, else its value."""
+    """What the annotation means, so that making it canonical (defaults included) is not a change: its failurePolicy
+    with the v2 defaults, else its value."""
     value = annotation_value(obj)
     policy = parse_annotation(value) if isinstance(value, str) else None
-    return policy if policy is not None else value
+    return _meaning(policy) if policy is not None else value

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from hack.gen.crdgen.v2_schema import failure_policy_schema
 from shared.api import constants as c
-from shared.api.failure_policy import annotation_errors, canonical_annotation, failure_policy_errors, v2_errors
+from shared.api.conversion import FAILURE_POLICY_DEFAULTS, with_failure_policy_defaults
+from shared.api.failure_policy import (
+    annotation_errors,
+    canonical_annotation,
+    failure_policy_errors,
+    failure_policy_update_errors,
+    v2_errors,
+    version_errors,
+)
+from shared.api.types import MPIJob
 from shared.api.v2types import FailurePolicy, MPIJobV2
 
 ANNOTATION = c.V2_SPEC_ANNOTATION
@@ -87,3 +98,76 @@ def test_a_valid_annotation_is_made_canonical() -> None:
         '"onExitCodes":{"operator":"In","values":[2]}}]}}}}')
     assert canonical_annotation(_job({ANNOTATION: canonical_annotation(_job({ANNOTATION: value}))})) is None
     assert canonical_annotation(_job({ANNOTATION: "x"})) is None
+
+
+DISRUPTED = {"name": "disrupted", "action": "RestartJob", "onPodConditions": [{"type": "DisruptionTarget"}]}
+DEFAULTED = {**DISRUPTED, "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+
+
+def _v2(policy: dict[str, Any], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": "pi", **({"labels": labels} if labels else {})}
+    return {"apiVersion": c.API_VERSION_V2, "kind": "MPIJob", "metadata": metadata,
+            "spec": {"runPolicy": {"failurePolicy": policy}}}
+
+
+def test_v2_defaults_are_no_change_of_the_policy() -> None:
+    """A policy stored without a pod condition's status, read through v2 (the stored object converted, without
+    defaults) and written back with a label (the request object, with the schema's status "True")."""
+    old = _v2({"maxRestarts": 2, "rules": [DISRUPTED]})
+    new = _v2({"maxRestarts": 2, "rules": [DEFAULTED]}, labels={"team": "a"})
+    assert version_errors(MPIJobV2.model_validate(new), new, old) == []
+
+
+def test_a_changed_policy_is_still_immutable() -> None:
+    old = _v2({"maxRestarts": 2, "rules": [DISRUPTED]})
+    changed = [{**DISRUPTED, "onPodConditions": [{"type": "DisruptionTarget", "status": "False"}]}]
+    for policy in ({"maxRestarts": 3, "rules": [DEFAULTED]}, {"maxRestarts": 2, "rules": changed}):
+        new = _v2(policy)
+        assert [e.field for e in version_errors(MPIJobV2.model_validate(new), new, old)] == [P]
+    assert failure_policy_update_errors(None, {"rules": [DEFAULTED]}) != []
+    assert failure_policy_update_errors({"rules": [DISRUPTED]}, None) != []
+
+
+def test_the_policy_defaults_are_the_v2_schemas() -> None:
+    """FAILURE_POLICY_DEFAULTS holds every default of the generated v2 schema's failurePolicy, and nothing else."""
+    def defaults(node: dict[str, Any]) -> Any:
+        if "default" in node:
+            return node["default"]
+        if node.get("type") == "array":
+            item = defaults(node["items"])
+            return [item] if item else None
+        found = {key: d for key, sub in node.get("properties", {}).items() if (d := defaults(sub)) is not None}
+        return found or None
+
+    assert defaults(failure_policy_schema()) == FAILURE_POLICY_DEFAULTS
+
+
+def test_with_failure_policy_defaults() -> None:
+    b_rule = {**DISRUPTED, "name": "b", "onPodConditions": [{"type": "A", "status": "False"}, {"type": "B"}]}
+    policy: dict[str, Any] = {"maxRestarts": 1, "rules": [EXIT_RULE, DISRUPTED, b_rule]}
+    assert with_failure_policy_defaults(policy) == {"maxRestarts": 1, "rules": [EXIT_RULE, DEFAULTED, {
+        **b_rule, "onPodConditions": [{"type": "A", "status": "False"}, {"type": "B", "status": "True"}]}]}
+    assert policy["rules"][1] == DISRUPTED  # a copy: the argument is left as it was
+    null_status = {"rules": [{**DISRUPTED, "onPodConditions": [{"type": "DisruptionTarget", "status": None}]}]}
+    assert with_failure_policy_defaults(null_status) == {"rules": [DEFAULTED]}  # null is absent, as when pruned
+    assert with_failure_policy_defaults({"rules": "x"}) == {"rules": "x"}  # not a policy: left alone
+
+
+def _annotation(*rules: dict[str, Any]) -> str:
+    value = {"spec": {"runPolicy": {"failurePolicy": {"maxRestarts": 2, "rules": list(rules)}}}}
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def test_the_annotation_is_stored_with_the_v2_defaults() -> None:
+    """The mutating webhook stores what a v2 client reads and writes back, so a v2 update never differs from it."""
+    assert canonical_annotation(_job({ANNOTATION: _annotation(DISRUPTED)})) == _annotation(DEFAULTED)
+    assert canonical_annotation(_job({ANNOTATION: _annotation(DEFAULTED)})) is None
+
+
+def test_making_a_stored_annotation_defaulted_is_no_change() -> None:
+    """A v2beta1 update of a job stored without the defaults: the mutating webhook adds them, which is allowed."""
+    old, new = _job({ANNOTATION: _annotation(DISRUPTED)}), _job({ANNOTATION: _annotation(DEFAULTED)})
+    assert version_errors(MPIJob.model_validate(new), new, old) == []
+    other = _job({ANNOTATION: _annotation({**DISRUPTED, "action": "FailJob"})})
+    assert [e.field for e in version_errors(MPIJob.model_validate(other), other, old)] == [
+        f"metadata.annotations[{ANNOTATION}]"]

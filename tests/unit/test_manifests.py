@@ -78,9 +78,11 @@ def test_kustomize_builds_the_whole_tree() -> None:
     result = subprocess.run(["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     built = [d for d in yaml.safe_load_all(result.stdout) if d]
-    # deploy/certs/builtin is an alternative to deploy/, built on its own (tests/unit/test_builtin_certs.py)
+    # deploy/certs/builtin is an alternative to deploy/, built on its own (tests/unit/test_builtin_certs.py), and
+    # deploy/networkpolicy an example applied on its own (tests/unit/test_networkpolicy.py)
+    apart = {"builtin", "networkpolicy"}
     expected = {(d["kind"], d["metadata"]["name"]) for path, d in documents()
-                if d["kind"] != "Kustomization" and "builtin" not in path.relative_to(DEPLOY).parts}
+                if d["kind"] != "Kustomization" and not apart & set(path.relative_to(DEPLOY).parts)}
     assert expected <= {(d["kind"], d["metadata"]["name"]) for d in built}
     assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "mpijob-operator" for d in built)
     assert "CustomResourceDefinition" not in {d["kind"] for d in built}, "deploy/crds/ is applied on its own"

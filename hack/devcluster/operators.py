@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from hack.devcluster import LocalCluster
+from hack.devcluster import LocalCluster, api_v2
 from hack.devcluster.processes import free_port, terminate
 from hack.devcluster.wait import wait_for
 
@@ -174,14 +174,27 @@ class OperatorWebhook(OperatorProcess):
         return configs
 
     def register(self, timeout_seconds: int | None = None) -> None:
-        """Install the configurations and point the CRD's conversion webhook at this process, then wait until
-        the API server really calls both admission webhooks and converts through this one."""
+        """Install the configurations, then wait until the API server really calls both admission webhooks; with
+        kubeflow.org/v2 on (the CRD has a conversion webhook), also point the conversion webhook at this process and
+        wait until the API server converts through it."""
         self.cluster.kubectl("apply", "-f", "-", check=True, input=yaml.safe_dump_all(
             self.configurations(timeout_seconds)))
-        self.register_conversion()
         wait_for(self._canary_denied, timeout=30, interval=0.2, what="the API server calling our webhooks")
-        # A stored object read through kubeflow.org/v2 needs the conversion webhook; the canary is managed by
-        # MultiKueue, so no reconciler acts on it, and it is created and deleted through v2beta1.
+        if api_v2.conversion_strategy(self.cluster) == "Webhook":
+            self.register_conversion()
+            self.wait_converting()
+
+    def enable_v2(self) -> None:
+        """Turn kubeflow.org/v2 on as an admin does (api_v2.enable: deploy/crds-v2/), the conversion webhook
+        pointed at this process; returns once the API server converts through it."""
+        api_v2.enable(self.cluster)
+        self.register_conversion()
+        self.wait_converting()
+
+    def wait_converting(self) -> None:
+        """Until a stored MPIJob reads through kubeflow.org/v2, which needs the conversion webhook."""
+        # The canary is managed by MultiKueue, so no reconciler acts on it, and it is created and deleted through
+        # v2beta1.
         self.cluster.kubectl("-n", "default", "apply", "-f", "-", check=True,
                              input=yaml.safe_dump(CONVERSION_CANARY))
         try:

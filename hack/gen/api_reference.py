@@ -27,13 +27,20 @@ from shared.api.v2types import MPIJobSpecV2, MPIJobV2
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
+V2_PATCH_FILE = REPO_ROOT / "deploy" / "components" / "api-v2" / "crd-patch.yaml"  # adds the opt-in v2 version
 DEFAULT_OUTPUT = REPO_ROOT / "docs" / "api-reference.md"
 
 
-def load_schema(path: Path = CRD_FILE, version: str = "v2beta1") -> Schema:
+def load_schema(path: Path = CRD_FILE, version: str = "v2beta1", v2_patch: Path = V2_PATCH_FILE) -> Schema:
+    """The schema of VERSION: from the CRD at PATH, or, for a version it lacks (v2 is opt-in), from the version the
+    patch V2_PATCH adds."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the CRD is about 520 kB
     crd = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
-    schema: Schema = next(v for v in crd["spec"]["versions"] if v["name"] == version)["schema"]["openAPIV3Schema"]
+    versions = list(crd["spec"]["versions"])
+    if all(v["name"] != version for v in versions):
+        patch = yaml.load(v2_patch.read_text(encoding="utf-8"), Loader=loader)
+        versions += [op["value"] for op in patch if op["path"] == "/spec/versions/-"]
+    schema: Schema = next(v for v in versions if v["name"] == version)["schema"]["openAPIV3Schema"]
     return schema
 
 

@@ -26,6 +26,7 @@ from hack.devcluster.audit import audit_flags
 from hack.devcluster.binaries import find_bin_dir
 from tests.integration.operator_fixtures import (  # noqa: F401  (fixtures)
     alone,
+    api_v2,
     conversion_unreachable,
     operator_dir,
     reconciler,

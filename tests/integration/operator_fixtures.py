@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hack.devcluster import LocalCluster
+from hack.devcluster import api_v2 as v2_switch
 from hack.devcluster.operators import (
     OperatorReconciler,
     OperatorWebhook,
@@ -100,9 +101,22 @@ def alone(reconciler: ReconcilerControl) -> Iterator[ReconcilerControl]:
         reconciler.restart()
 
 
+@pytest.fixture(scope="module")
+def api_v2(webhook: OperatorWebhook) -> Iterator[OperatorWebhook]:
+    """kubeflow.org/v2 turned on for the tests of a module as an admin turns it on (deploy/crds-v2/), the conversion
+    webhook pointed at the session's webhook, and off again after them as the operator guide says (the session's
+    CRD is deploy/crds/'s, v2beta1 alone)."""
+    webhook.enable_v2()
+    try:
+        yield webhook
+    finally:
+        v2_switch.disable(webhook.cluster)
+
+
 @pytest.fixture
-def conversion_unreachable(webhook: OperatorWebhook) -> Iterator[None]:
-    """The CRD's conversion webhook pointed at a port nobody listens on, as when its pods are down."""
+def conversion_unreachable(api_v2: OperatorWebhook) -> Iterator[None]:
+    """With v2 on, the CRD's conversion webhook pointed at a port nobody listens on, as when its pods are down."""
+    webhook = api_v2
     dead = {**webhook.conversion_client_config(), "url": f"https://127.0.0.1:{free_port()}/convert"}
     webhook.cluster.kubectl("patch", "crd", "mpijobs.kubeflow.org", "--type=json", "-p", json.dumps([
         {"op": "replace", "path": "/spec/conversion/webhook/clientConfig", "value": dead}]), check=True)

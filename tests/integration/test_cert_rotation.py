@@ -222,8 +222,9 @@ def rotation_rbac(cluster: LocalCluster) -> Iterator[None]:
 
 @pytest.mark.timeout(900)
 def test_certificates_living_minutes_renew_without_a_failed_admission_or_conversion(  # noqa: PLR0915
-        cluster: LocalCluster, alone: ReconcilerControl, webhook: OperatorWebhook, rotation_rbac: None,
+        cluster: LocalCluster, alone: ReconcilerControl, api_v2: OperatorWebhook, rotation_rbac: None,
         namespace: str, tmp_path: Path) -> None:
+    webhook = api_v2  # kubeflow.org/v2 on: the CRD's conversion webhook has a caBundle to keep current
     credentials = alone.refreshed_credentials()
     user = credentials.username
     # the rights: the three objects by name, nothing else of their kinds

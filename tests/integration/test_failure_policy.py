@@ -14,11 +14,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hack.devcluster import LocalCluster
 from hack.devcluster.audit import audit_events, resource_of
 from hack.devcluster.mpijobs import mpijob
 from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
+
+pytestmark = pytest.mark.usefixtures("api_v2")  # the jobs are created through kubeflow.org/v2, which is opt-in
 
 JSON = dict[str, Any]
 HANG = {"test.mpijob/outcome": "hang"}

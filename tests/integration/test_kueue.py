@@ -417,6 +417,7 @@ V2_FAILURE_POLICY = {"maxRestarts": 2, "rules": [
     {"name": "evicted", "action": "RestartJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
 
 
+@pytest.mark.usefixtures("api_v2")  # opt-in: on from here to the end of the module, off again after it
 def test_job_created_as_v2_is_admitted_and_runs(jobs: Jobs, queues: Queues, flavor_nodes: list[str]) -> None:
     """Kueue's MPIJob integration is built on the v2beta1 types: a job created as v2 reaches its webhook as
     v2beta1 (the API server converts through ours), is suspended and queued, admitted, placed and run; read

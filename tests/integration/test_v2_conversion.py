@@ -1,10 +1,12 @@
 """kubeflow.org/v2 through the real API server: created in one version and read in the other, kubectl with
-both, and what a stopped conversion webhook breaks (docs/operator-guide.md, "The conversion webhook")."""
+both, and what a stopped conversion webhook breaks (docs/operator-guide.md, "The conversion webhook"). v2 is opt-in:
+the module turns it on (deploy/crds-v2/) and off again after (the fixture api_v2)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +17,8 @@ from hack.devcluster.operators import OperatorWebhook
 from hack.devcluster.wait import wait_for
 from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
+
+pytestmark = pytest.mark.usefixtures("api_v2")
 
 ANNOTATION = "mpijobs.kubeflow.org/v2-spec"
 POLICY = {"maxRestarts": 2, "rules": [{"name": "disrupted", "action": "RestartJob",
@@ -94,6 +98,57 @@ def test_v2_refuses_what_v2beta1_stored(cluster: LocalCluster, webhook: Operator
     assert result.returncode != 0
     assert ('spec.runPolicy.cleanPodPolicy: Unsupported value: "Sometimes": supported values: "All", "Running", '
             '"None"') in result.stderr, result.stderr
+
+
+# What a v2beta1 client may write (docs/proposals/v2.md): the pod condition's status left to its v2 default.
+WITHOUT_STATUS = ('{"spec":{"runPolicy":{"failurePolicy":{"maxRestarts":2,"rules":[{"action":"RestartJob",'
+                  '"name":"disrupted","onPodConditions":[{"type":"DisruptionTarget"}]}]}}}}')
+
+
+@pytest.fixture
+def defaulting_down(cluster: LocalCluster, webhook: OperatorWebhook, namespace: str) -> Iterator[None]:
+    """The mutating webhook unregistered (it fails open, so this is the webhook down), as it was for a job stored
+    without it: an annotation is then stored as the client wrote it."""
+    cluster.kubectl("delete", "mutatingwebhookconfiguration", "mpijob-webhook", check=True)
+    probe = job("kubeflow.org/v2beta1", "probe", {}, {ANNOTATION: WITHOUT_STATUS.replace(":", ": ")})
+
+    def not_mutated() -> bool:
+        result = kubectl(cluster, namespace, "create", "--dry-run=server", "-o", "json", "-f", "-", obj=probe)
+        return result.returncode == 0 and json.loads(result.stdout)["metadata"]["annotations"] == probe[
+            "metadata"]["annotations"]
+
+    try:
+        wait_for(not_mutated, timeout=30, interval=0.2, what="the API server no longer calling our mutating webhook")
+        yield
+    finally:
+        webhook.register()
+
+
+@pytest.mark.parametrize("update", ["label", "merge-patch"])
+def test_v2_updates_a_job_whose_policy_was_stored_without_defaults(
+        cluster: LocalCluster, webhook: OperatorWebhook, namespace: str, defaulting_down: None, update: str) -> None:
+    """The API server gives a v2 request object the schema's defaults (status "True") but not the stored object
+    converted to v2: a label, an annotation or a re-apply of the same policy is no change of the policy."""
+    created = kubectl(cluster, namespace, "create", "-f", "-",
+                      obj=job("kubeflow.org/v2beta1", "pi", {}, {ANNOTATION: WITHOUT_STATUS}))
+    assert created.returncode == 0, created.stderr
+    stored = get(cluster, namespace, "mpijobs.v2beta1.kubeflow.org", "pi")
+    assert stored["metadata"]["annotations"] == {ANNOTATION: WITHOUT_STATUS}
+    if update == "label":
+        result = kubectl(cluster, namespace, "label", "mpijobs.v2.kubeflow.org", "pi", "team=a")
+    else:
+        result = kubectl(cluster, namespace, "patch", "mpijobs.v2.kubeflow.org", "pi", "--type=merge",
+                         "-p", json.dumps({"metadata": {"labels": {"team": "a"}}}))
+    assert result.returncode == 0, result.stderr
+    served = get(cluster, namespace, "mpijobs.v2.kubeflow.org", "pi")
+    assert served["metadata"]["labels"] == {"team": "a"}
+    assert served["spec"]["runPolicy"] == {"suspend": True, "failurePolicy": POLICY}
+    # a real change of the policy is still refused, by the API server's rule and by our webhook
+    changed = kubectl(cluster, namespace, "patch", "mpijobs.v2.kubeflow.org", "pi", "--type=merge", "-p",
+                      json.dumps({"spec": {"runPolicy": {"failurePolicy": {"maxRestarts": 3}}}}))
+    assert changed.returncode != 0
+    assert "failurePolicy" in changed.stderr, changed.stderr
+    assert "immutable" in changed.stderr, changed.stderr
 
 
 def test_kubectl_explain_v2(cluster: LocalCluster, webhook: OperatorWebhook) -> None:

@@ -123,18 +123,19 @@ def test_invalid_mpijobs_are_rejected_with_field_paths(cluster: LocalCluster, we
     assert kubectl(cluster, namespace, "get", "mpijobs", "-o", "name").stdout == ""
 
 
-def test_managed_by_cannot_change(cluster: LocalCluster, webhook: OperatorWebhook, namespace: str) -> None:
+def test_managed_by_cannot_change(cluster: LocalCluster, api_v2: OperatorWebhook, namespace: str) -> None:
     assert kubectl(cluster, namespace, "create", "-f", "-", obj=mpijob("pi")).returncode == 0
     change = '{"spec":{"runPolicy":{"managedBy":"kueue.x-k8s.io/multikueue"}}}'
     result = kubectl(cluster, namespace, "patch", "mpijobs.v2beta1.kubeflow.org", "pi", "--type=merge", "-p", change)
     assert result.returncode != 0
     assert ('spec.runPolicy.managedBy: Invalid value: "kueue.x-k8s.io/multikueue": field is immutable'
             in result.stderr)
-    # through kubeflow.org/v2 (kubectl's default: the preferred version) the API server's own rule refuses it
-    result = kubectl(cluster, namespace, "patch", "mpijob", "pi", "--type=merge", "-p", change)
+    # through kubeflow.org/v2 (opt-in; then kubectl's default, the preferred version) the API server's own rule
+    # refuses it
+    result = kubectl(cluster, namespace, "patch", "mpijobs.v2.kubeflow.org", "pi", "--type=merge", "-p", change)
     assert result.stderr == ('The MPIJob "pi" is invalid: spec.runPolicy.managedBy: Invalid value: '
                              "managedBy is immutable\n")
-    labelled = kubectl(cluster, namespace, "label", "mpijob", "pi", "team=a")
+    labelled = kubectl(cluster, namespace, "label", "mpijobs.v2.kubeflow.org", "pi", "team=a")
     assert labelled.returncode == 0, labelled.stderr
 
 

@@ -58,18 +58,18 @@ async def ensure_config_map(ctx: JobContext) -> None:
     desired = builders.build_config_map(ctx.job, ctx.shared.settings.cluster_domain, running_workers(ctx))
     existing, created = await get_or_create(ctx, ctx.shared.caches.config_maps, CONFIG_MAPS, desired)
     if created:  # the create is a write: the first workers to run wait the interval like any later ones
-        ctx.shared.settler.wrote(ctx.uid, "config")
+        ctx.shared.settler.wrote(ctx.record.settled, "config")
         return
     if existing.get("data") == desired["data"]:
-        ctx.shared.settler.up_to_date(ctx.uid, "config")
+        ctx.shared.settler.up_to_date(ctx.record.settled, "config")
         return
     progress_only = (existing.get("data") or {}).get(c.HOSTFILE_NAME) == desired["data"][c.HOSTFILE_NAME]
     running = desired["data"].get(c.DISCOVER_HOSTS_SCRIPT_NAME)
-    if progress_only and ctx.shared.settler.settle(ctx.key, ctx.uid, "config", running):
+    if progress_only and ctx.shared.settler.settle(ctx.key, ctx.record.settled, "config", running):
         return  # only the Running workers in discover_hosts.sh changed: written once they settle (settle.py)
     await _patch(ctx, CONFIG_MAPS, existing, {"data": builders.replacing_merge_patch(existing.get("data"),
                                                                                      desired["data"])})
-    ctx.shared.settler.wrote(ctx.uid, "config")
+    ctx.shared.settler.wrote(ctx.record.settled, "config")
 
 
 async def ensure_secret(ctx: JobContext) -> None:
@@ -139,14 +139,14 @@ async def delete_launcher(ctx: JobContext, launcher: JSONDict) -> None:
     are gone, so its name is not reused while an old ``mpirun`` may still run. A Job already being deleted (or
     that this process just deleted) is left alone."""
     name, uid = meta(launcher)["name"], str(meta(launcher).get("uid", ""))
-    if meta(launcher).get("deletionTimestamp") or ctx.shared.expectations.deletions.holds(ctx.namespace, name, uid):
+    if meta(launcher).get("deletionTimestamp") or ctx.record.expectations.deletions.holds(ctx.namespace, name, uid):
         return
     try:
         await ctx.shared.cluster.delete(JOBS, ctx.namespace, name, propagation="Foreground")
     except ApiError as error:
         if not error.not_found:
             raise
-    ctx.shared.expectations.deletions.add(ctx.namespace, name, uid)
+    ctx.record.expectations.deletions.add(ctx.namespace, name, uid)
 
 
 def cached_launcher(ctx: JobContext) -> JSONDict | None:

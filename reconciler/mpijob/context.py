@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from reconciler.mpijob.builders.job_facts import is_suspended, run_policy_of, worker_replicas
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import Cluster, record_events
-from reconciler.mpijob.failure_policy import Tombstones, with_attempt
+from reconciler.mpijob.failure_policy import with_attempt
 from reconciler.mpijob.priorities import PriorityClassCache
+from reconciler.mpijob.records import JobBook, JobRecord
 from reconciler.mpijob.sshkeys import SSHKeyPair
 from reconciler.mpijob.status import Event
-from reconciler.runtime.expectations import Expectations
-from reconciler.runtime.settle import Settler
+from reconciler.runtime.settle import Requeue, Settler
 from reconciler.settings import Settings
 from shared.api import MPIJob
 from shared.api import constants as c
@@ -25,21 +25,18 @@ from shared.jsondict import JSONDict
 
 @dataclass
 class Shared:
-    """What every sync shares, made once per process: the caches and the cluster, the settings, the SSH key
-    generator, the write slots, and the bookkeeping that outlives a sync (creates and deletes not yet seen in
-    the cache, the spacing of progress-only writes, the PriorityClass values read)."""
+    """What every sync shares, made once per term: the caches and the cluster, the settings, the SSH key
+    generator, the write slots, the spacing rule of progress-only writes, the PriorityClass values read, the
+    requeue of a job's key after a delay, and what the process remembers of each job (``book``, by UID)."""
 
     caches: Caches
     cluster: Cluster
     settings: Settings
     keygen: Callable[[], SSHKeyPair]
-    expectations: Expectations = field(default_factory=Expectations)
     settler: Settler = field(default_factory=Settler)
     priority_classes: PriorityClassCache = field(default_factory=PriorityClassCache)  # with --gang-scheduling
-    # the restart count this process last wrote, by MPIJob uid: a cache that does not show that write yet must
-    # not make the attempt it ended look current (restarts.py)
-    restarts: dict[str, int] = field(default_factory=dict)
-    tombstones: Tombstones = field(default_factory=Tombstones)  # failed pods removed before a sync saw them
+    book: JobBook = field(default_factory=JobBook)
+    requeue: Requeue = lambda key, delay: None  # the work queue's add_after, set by the controller
     writes: asyncio.Semaphore = field(init=False)  # ``settings.max_concurrent_writes`` slots, for all the syncs
 
     def __post_init__(self) -> None:
@@ -95,6 +92,11 @@ class JobContext(JobFacts):
     shared: Shared
     failure_policy: FailurePolicy | None = None  # spec.runPolicy.failurePolicy, kept in the v2-spec annotation
     attempt: int = 0  # the restart attempt the job is at (only with a failurePolicy)
+
+    @property
+    def record(self) -> JobRecord:
+        """What the process remembers of this job (this UID) between syncs."""
+        return self.shared.book.record(self.uid)
 
     def labelled(self, obj: JSONDict) -> JSONDict:
         """A worker or launcher Job to create, with the attempt label when the job has a failurePolicy."""

@@ -2,8 +2,8 @@
 
 Child events map to the owning MPIJob (launcher Pod -> Job -> MPIJob). Outcomes: success forgets
 the key's backoff; an API error (a conflict too, logged quietly) or ErrResourceExists is requeued with
-the per-key exponential backoff (errors.py has the whole tree). A deleted MPIJob's bookkeeping
-(expectations, settler) is forgotten.
+the per-key exponential backoff (errors.py has the whole tree). A deleted MPIJob's record (records.py) is
+forgotten.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from reconciler.mpijob.custom_resources import MPIJOBS, NATIVE_WORKLOADS, is_mpi
 from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.mpijob.metrics import ERROR_KINDS
 from reconciler.mpijob.sync import Reconciler
-from reconciler.mpijob.workers import worker_index
 from reconciler.runtime.api_resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES, Resource
 from reconciler.runtime.client import ApiError, KubeClient
 from reconciler.runtime.informer import Informer, OnChange
@@ -51,7 +50,7 @@ class Controller:
         self.background = tuple(background)
         self.namespace, self.threadiness = namespace, threadiness
         self.child_event_delay = child_event_delay  # events of a job's children within it share one sync
-        reconciler.shared.settler.requeue = queue.add_after
+        reconciler.shared.settler.requeue = reconciler.shared.requeue = queue.add_after
         self.informers = self._watch(reconciler.shared.caches, reconciler.shared.settings.gang)
 
     def _watch(self, caches: Caches, gang: GangScheduling | None) -> list[Informer]:
@@ -91,29 +90,32 @@ class Controller:
         self.queue.add(f"{meta(new).get('namespace', '')}/{meta(new)['name']}")
 
     def _forget(self, job: JSONDict) -> None:
-        """A deleted job's bookkeeping goes with it: a job re-created under its name starts afresh."""
-        name = str(meta(job).get("name", ""))
-        self.reconciler.shared.settler.forget(str(meta(job).get("uid", "")))
-        self.reconciler.shared.tombstones.forget(str(meta(job).get("namespace", "")), name)
-        self.reconciler.shared.restarts.pop(str(meta(job).get("uid", "")), None)
-        self.reconciler.shared.expectations.forget(str(meta(job).get("namespace", "")),
-                                            lambda pod: worker_index(name, pod) is not None)
+        """A deleted job's record goes with it: a job re-created under its name (another UID) starts afresh."""
+        self.reconciler.shared.book.forget(str(meta(job).get("uid", "")))
 
     def _on_child(self, old: JSONDict | None, new: JSONDict | None) -> None:
         obj = new if new is not None else old
         if obj is None or (old is not None and new is not None and _same(old, new)):
             return
-        if new is None and obj.get("kind") == "Pod":  # a failurePolicy evaluates a failed pod even once it is gone
-            self.reconciler.shared.tombstones.keep(obj)
-        ref = controller_of(obj)
-        namespace = meta(obj).get("namespace", "")
-        if ref is not None and ref.get("kind") == "Job":  # a launcher pod: its Job leads to the MPIJob
-            launcher = self.jobs.get(namespace, str(ref.get("name")))
-            ref = controller_of(launcher) if launcher is not None else None
-        if not is_mpijob_ref(ref):
+        namespace = str(meta(obj).get("namespace", ""))
+        ref = self._mpijob_ref(namespace, controller_of(obj))
+        job = self.reconciler.shared.caches.mpijobs.get(namespace, str(ref.get("name"))) if ref else None
+        if ref is None or job is None:
             return
-        if self.reconciler.shared.caches.mpijobs.has(namespace, str(ref.get("name"))):
-            self.queue.add_after(f"{namespace}/{ref.get('name')}", self.child_event_delay)
+        if new is None and obj.get("kind") == "Pod" and meta(job).get("uid") == ref.get("uid"):
+            # a failurePolicy evaluates a failed pod even once it is gone: kept in the record of its own job only
+            self.reconciler.shared.book.keep_removed(str(ref.get("uid")), obj)
+        # the job of that name, even a successor's child: the predecessor's objects going may unblock it
+        self.queue.add_after(f"{namespace}/{ref.get('name')}", self.child_event_delay)
+
+    def _mpijob_ref(self, namespace: str, ref: JSONDict | None) -> JSONDict | None:
+        """The MPIJob reference of a child with controller reference ``ref``: a launcher pod's through its cached
+        Job (that very Job, by UID); None when no MPIJob controls it."""
+        if ref is not None and ref.get("kind") == "Job":
+            launcher = self.jobs.get(namespace, str(ref.get("name")))
+            matches = launcher is not None and meta(launcher).get("uid") == ref.get("uid")
+            ref = controller_of(launcher) if launcher is not None and matches else None
+        return ref if is_mpijob_ref(ref) else None
 
     async def wait_for_sync(self) -> None:
         await asyncio.gather(*(informer.synced.wait() for informer in self.informers))

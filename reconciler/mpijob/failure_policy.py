@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from shared.api import constants as c
-from shared.api.conversion import lifted_failure_policy
+from shared.api.failure_policy import annotated_failure_policy
 from shared.api.v2types import ExitCodesRequirement, FailurePolicy, FailurePolicyRule, PodConditionPattern
 from shared.jsondict import JSONDict
 
@@ -20,9 +20,10 @@ _REPLICA_TYPES = {c.ROLE_LAUNCHER: c.LAUNCHER, c.ROLE_WORKER: c.WORKER}
 
 
 def failure_policy_of(cached: JSONDict) -> FailurePolicy | None:
-    """The failurePolicy a stored (v2beta1) MPIJob keeps in its v2-spec annotation, read as conversion reads it."""
-    lifted = lifted_failure_policy(cached)
-    return FailurePolicy.model_validate(lifted) if lifted is not None else None
+    """The failurePolicy a stored (v2beta1) MPIJob keeps in its v2-spec annotation, canonical or not: a job runs
+    with the policy its user wrote even where the mutating webhook did not make it canonical."""
+    policy = annotated_failure_policy(cached)
+    return FailurePolicy.model_validate(policy) if policy is not None else None
 
 
 def attempt_label(obj: JSONDict | None) -> int:
@@ -62,10 +63,15 @@ def _disruption(pod: JSONDict) -> JSONDict | None:
 
 
 def is_evaluated(pod: JSONDict) -> bool:
-    """A failed pod, or one being deleted with ``DisruptionTarget=True`` (a lost node's pod never gets a phase)."""
-    if (pod.get("status") or {}).get("phase") == "Failed":
-        return True
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp")) and _disruption(pod) is not None
+    """A pod that failed, not because it was deleted: ``Failed`` and not being deleted, or with
+    ``DisruptionTarget=True`` and failed or being deleted (a lost node's pod never gets a phase). A pod deleted
+    without that condition (by a suspension, a cleanup, its owner's deletion, a user) is no failure, whatever
+    its phase became."""
+    failed = (pod.get("status") or {}).get("phase") == "Failed"
+    deleting = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+    if _disruption(pod) is not None:
+        return failed or deleting
+    return failed and not deleting
 
 
 def _terminated(pod: JSONDict) -> list[tuple[str, JSONDict]]:
@@ -153,37 +159,3 @@ def decide(policy: FailurePolicy, pods: Iterable[tuple[str, JSONDict]]) -> Decis
             _, name, role, cause = min(matches)
             return Decision(str(rule.name), str(rule.action), role, name, cause)
     return None
-
-
-@dataclass
-class Tombstones:
-    """Pods of jobs with a failurePolicy that the watch saw removed in a state a rule evaluates (failed, or being
-    deleted with DisruptionTarget), kept in memory until a sync of their job has evaluated them: a pod removed
-    before any sync saw it still counts (docs/proposals/v2.md, "Which pod failures are evaluated", case 3)."""
-
-    _pods: dict[tuple[str, str], dict[str, JSONDict]] = field(default_factory=dict)
-
-    def keep(self, pod: JSONDict) -> None:
-        metadata = pod.get("metadata") or {}
-        labels = metadata.get("labels") or {}
-        if c.RESTART_ATTEMPT_LABEL in labels and is_evaluated(pod):
-            key = (str(metadata.get("namespace", "")), str(labels.get(c.LABEL_JOB_NAME, "")))
-            self._pods.setdefault(key, {})[str(metadata.get("name", ""))] = pod
-
-    def of(self, namespace: str, job: str) -> list[JSONDict]:
-        """The removed pods of a job, by name."""
-        pods = self._pods.get((namespace, job), {})
-        return [pods[name] for name in sorted(pods)]
-
-    def evaluated(self, namespace: str, job: str, pods: list[JSONDict]) -> None:
-        """These pods were evaluated (or are of no concern any more): forgotten, unless removed again since."""
-        kept = self._pods.get((namespace, job), {})
-        for pod in pods:
-            name = str((pod.get("metadata") or {}).get("name", ""))
-            if kept.get(name) is pod:
-                del kept[name]
-        if not kept:
-            self._pods.pop((namespace, job), None)
-
-    def forget(self, namespace: str, job: str) -> None:
-        self._pods.pop((namespace, job), None)

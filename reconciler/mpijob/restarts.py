@@ -36,7 +36,7 @@ def job_context(job: MPIJob, cached: JSONDict, now: str, shared: Shared) -> JobC
                if is_controlled_by(p, uid)]
     if launcher is not None and is_controlled_by(launcher, uid):
         objects.append(launcher)
-    attempt = current_attempt(cached.get("status") or {}, objects, shared.restarts.get(uid, 0))
+    attempt = current_attempt(cached.get("status") or {}, objects, shared.book.record(uid).restarts)
     return JobContext(job, cached, now, shared, policy, attempt)
 
 
@@ -45,9 +45,9 @@ async def run_failure_policy(ctx: JobContext, status: JSONDict, write: Write, me
     carries ``restartCount``). Not while the job is suspended or finished. The removed pods its watch kept are
     forgotten once this sync has judged them (not when it fails: the next one judges them again)."""
     status["restartCount"] = ctx.attempt
-    removed = ctx.shared.tombstones.of(ctx.namespace, ctx.name)
+    removed = ctx.record.removed_pods()
     outcome = await _apply(ctx, status, write, metrics, removed)
-    ctx.shared.tombstones.evaluated(ctx.namespace, ctx.name, removed)
+    ctx.record.evaluated(removed)
     return outcome
 
 
@@ -95,15 +95,20 @@ async def _tear_down(ctx: JobContext, below: int) -> None:
 def _decision(ctx: JobContext, removed: list[JSONDict]) -> Decision | None:
     """The rule that decides on the current attempt's failed pods, those the watch saw removed included: none
     once its launcher Job completed or ran out of time (a restart never extends a deadline), as v2beta1 then
-    ends the job."""
+    ends the job. Only pods this job controls count: workers controlled by its UID, launcher pods by its
+    current launcher Job's (never a same-named predecessor's)."""
     launcher = children.cached_launcher(ctx)
+    if launcher is not None and not is_controlled_by(launcher, ctx.uid):
+        launcher = None
     failed = job_condition(launcher, "Failed")
     if job_condition(launcher, "Complete") is not None or (failed or {}).get("reason") == "DeadlineExceeded":
         return None
+    launcher_uid = str(meta(launcher).get("uid", "")) if launcher is not None else None
     pods = [(c.ROLE_WORKER, p) for p in [*workers.owned_workers(ctx), *_roles(removed, c.ROLE_WORKER)]
-            if attempt_label(p) == ctx.attempt and _indexed(ctx, p)]
+            if attempt_label(p) == ctx.attempt and _indexed(ctx, p) and is_controlled_by(p, ctx.uid)]
     pods += [(c.ROLE_LAUNCHER, p) for p in children.launcher_pods(ctx, launcher)]
-    pods += [(c.ROLE_LAUNCHER, p) for p in _roles(removed, c.ROLE_LAUNCHER) if attempt_label(p) == ctx.attempt]
+    pods += [(c.ROLE_LAUNCHER, p) for p in _roles(removed, c.ROLE_LAUNCHER)
+             if attempt_label(p) == ctx.attempt and launcher_uid is not None and is_controlled_by(p, launcher_uid)]
     return decide(ctx.failure_policy, pods) if ctx.failure_policy is not None else None
 
 
@@ -141,7 +146,7 @@ async def _restart(ctx: JobContext, status: JSONDict, decision: Decision, write:
     _workers_restarting(ctx, status)
     if gone := await write(status, [Event("Warning", c.REASON_RESTART_JOB, message)]):
         return gone
-    ctx.shared.restarts[ctx.uid] = attempt
+    ctx.record.restarts = attempt
     metrics.jobs_restarted.inc()
     await _tear_down(ctx, attempt)
     return "restarted"

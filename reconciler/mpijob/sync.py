@@ -83,6 +83,14 @@ class Reconciler:
         except ResourceExistsError as error:
             await ctx.event(error.event)
             raise
+        finally:
+            self._forget_if_deleted(ctx)
+
+    def _forget_if_deleted(self, ctx: JobContext) -> None:
+        """A job deleted while its sync ran was forgotten then: what the sync wrote to its record since goes too."""
+        cached = self.shared.caches.mpijobs.get(ctx.namespace, ctx.name)
+        if cached is None or (cached.get("metadata") or {}).get("uid") != ctx.uid:
+            self.shared.book.forget(ctx.uid)
 
     async def _reconcile(self, ctx: JobContext) -> str:
         """A finished job is only cleaned up; a job that cannot run is refused; any other gets every child ensured,
@@ -188,7 +196,7 @@ class Reconciler:
         count, written only along with another change. Returns "deleted" when the job is gone, else ""."""
         if status != before:
             progress_only = _without_counts(status) == _without_counts(before)
-            if progress_only and self.shared.settler.postpone(ctx.key, ctx.uid, "status"):
+            if progress_only and self.shared.settler.postpone(ctx.key, ctx.record.settled, "status"):
                 return ""
             if carried is not None:
                 carried.apply(status)
@@ -198,7 +206,7 @@ class Reconciler:
                 if error.not_found:
                     return "deleted"  # nothing left to report on: done
                 raise
-            self.shared.settler.wrote(ctx.uid, "status")
+            self.shared.settler.wrote(ctx.record.settled, "status")
             self.metrics.observe_written(ctx.cached, before, status)
             if any(e.reason == c.REASON_CREATED for e in events):
                 self.metrics.jobs_created.inc()

@@ -67,9 +67,9 @@ def _deletable(ctx: JobContext, pod: JSONDict) -> bool:
     """Not terminating yet, as far as the cache or this process's own recent deletes know."""
     name = meta(pod)["name"]
     if meta(pod).get("deletionTimestamp"):
-        ctx.shared.expectations.deletions.discard(ctx.namespace, name)
+        ctx.record.expectations.deletions.discard(ctx.namespace, name)
         return False
-    return not ctx.shared.expectations.deletions.holds(ctx.namespace, name, str(meta(pod).get("uid", "")))
+    return not ctx.record.expectations.deletions.holds(ctx.namespace, name, str(meta(pod).get("uid", "")))
 
 
 async def _delete(ctx: JobContext, pod: JSONDict) -> None:
@@ -79,7 +79,7 @@ async def _delete(ctx: JobContext, pod: JSONDict) -> None:
     except ApiError as error:
         if not error.not_found:
             raise
-    ctx.shared.expectations.deletions.add(ctx.namespace, name, str(meta(pod).get("uid", "")))
+    ctx.record.expectations.deletions.add(ctx.namespace, name, str(meta(pod).get("uid", "")))
 
 
 async def scale_down(ctx: JobContext) -> None:
@@ -97,7 +97,7 @@ async def _create(ctx: JobContext, index: int) -> JSONDict:
         ctx.job, index, ctx.shared.settings.gang, cluster_domain=ctx.shared.settings.cluster_domain))
     pod, _ = await create_or_read(ctx, PODS, desired)
     ensure_controlled(ctx, pod, PODS)
-    ctx.shared.expectations.created(ctx.namespace, meta(pod)["name"])
+    ctx.record.expectations.created(ctx.namespace, meta(pod)["name"])
     return slim_pod(pod) or pod
 
 
@@ -111,9 +111,9 @@ def _existing_workers(ctx: JobContext) -> tuple[dict[int, JSONDict], list[int]]:
         name = names.worker_name(ctx.name, index)
         pod = ctx.shared.caches.pods.get(ctx.namespace, name)
         if pod is not None:
-            ctx.shared.expectations.observed(ctx.namespace, name)
+            ctx.record.expectations.observed(ctx.namespace, name)
             found[index] = ensure_controlled(ctx, pod, PODS)
-        elif ctx.shared.expectations.pending(ctx.namespace, name):
+        elif ctx.record.expectations.pending(ctx.namespace, name):
             found[index] = {"metadata": {"name": name, "namespace": ctx.namespace}, "status": {}}
         else:
             missing.append(index)

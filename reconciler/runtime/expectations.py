@@ -2,13 +2,13 @@
 
 Without this, a sync that runs before the watch delivers the pods it just created would try to
 create them again (a 409 and a GET each). Expectations expire, so an object deleted before it was
-ever observed cannot block its re-creation for long.
+ever observed cannot block its re-creation for long. The reconciler keeps one per job, which goes with the
+job.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 TTL_SECONDS = 60.0
 
@@ -26,12 +26,6 @@ class Expectations:
 
     def observed(self, namespace: str, name: str) -> None:
         self._pending.pop((namespace, name), None)
-
-    def forget(self, namespace: str, belongs: Callable[[str], bool]) -> None:
-        """Drop the creations and deletions in ``namespace`` of the names that ``belongs`` (a deleted owner's)."""
-        for key in [key for key in self._pending if key[0] == namespace and belongs(key[1])]:
-            del self._pending[key]
-        self.deletions.forget(namespace, belongs)
 
     def pending(self, namespace: str, name: str) -> bool:
         deadline = self._pending.get((namespace, name))
@@ -56,10 +50,6 @@ class _Pending:
 
     def discard(self, namespace: str, name: str) -> None:
         self._until.pop((namespace, name), None)
-
-    def forget(self, namespace: str, belongs: Callable[[str], bool]) -> None:
-        for key in [key for key in self._until if key[0] == namespace and belongs(key[1])]:
-            del self._until[key]
 
     def holds(self, namespace: str, name: str, uid: str = "") -> bool:
         """Whether the object ``uid`` of that name is being deleted by us (an entry of another UID is dropped)."""

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 Requeue = Callable[[str, float], None]
 SETTLE_LIMIT = 3  # intervals a settling write waits at most after the first change it carries
-_KINDS = ("status", "config")
 
 
 @dataclass
@@ -32,36 +31,45 @@ class _Pending:
     content: object
 
 
+@dataclass
+class SettleMemory:
+    """One job's progress writes, by what was written ("status", "config"): when each was last written, and
+    the change of each not written yet. It lives in the job's record and goes with it."""
+
+    last: dict[str, float] = field(default_factory=dict)
+    pending: dict[str, _Pending] = field(default_factory=dict)
+
+
 class Settler:
+    """The spacing rule and the requeue it schedules; what it remembers of a job is the job's ``SettleMemory``."""
+
     def __init__(self, interval: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.interval, self.clock = interval, clock
         self.requeue: Requeue = lambda key, delay: None
-        self._last: dict[tuple[str, str], float] = {}
-        self._pending: dict[tuple[str, str], _Pending] = {}
 
-    def postpone(self, key: str, uid: str, what: str) -> bool:
+    def postpone(self, key: str, memory: SettleMemory, what: str) -> bool:
         """True (and a sync scheduled) when a progress write of ``what`` must wait; False to write now."""
         if self.interval <= 0:
             return False
-        return self._wait(key, self._spaced(uid, what))
+        return self._wait(key, self._spaced(memory, what))
 
-    def settle(self, key: str, uid: str, what: str, content: object) -> bool:
+    def settle(self, key: str, memory: SettleMemory, what: str, content: object) -> bool:
         """As ``postpone``, and the write of ``content`` also waits until it has not changed for ``interval``
         (at most ``SETTLE_LIMIT`` intervals after the first change seen)."""
         if self.interval <= 0:
             return False
         now = self.clock()
-        pending = self._pending.get((uid, what))
+        pending = memory.pending.get(what)
         if pending is None:
-            pending = self._pending[(uid, what)] = _Pending(now, now, content)
+            pending = memory.pending[what] = _Pending(now, now, content)
         elif pending.content != content:
             pending.changed, pending.content = now, content
         quiet = min(pending.changed + self.interval, pending.first + SETTLE_LIMIT * self.interval)
-        return self._wait(key, max(self._spaced(uid, what), quiet))
+        return self._wait(key, max(self._spaced(memory, what), quiet))
 
-    def _spaced(self, uid: str, what: str) -> float:
+    def _spaced(self, memory: SettleMemory, what: str) -> float:
         """The earliest moment ``interval`` after the last write of ``what``."""
-        last = self._last.get((uid, what))
+        last = memory.last.get(what)
         return float("-inf") if last is None else last + self.interval
 
     def _wait(self, key: str, due: float) -> bool:
@@ -71,15 +79,11 @@ class Settler:
         self.requeue(key, wait)
         return True
 
-    def wrote(self, uid: str, what: str) -> None:
-        self._last[(uid, what)] = self.clock()
-        self._pending.pop((uid, what), None)
+    def wrote(self, memory: SettleMemory, what: str) -> None:
+        memory.last[what] = self.clock()
+        memory.pending.pop(what, None)
 
-    def up_to_date(self, uid: str, what: str) -> None:
+    @staticmethod
+    def up_to_date(memory: SettleMemory, what: str) -> None:
         """Nothing of ``what`` is left to write (the change was undone): a later change starts afresh."""
-        self._pending.pop((uid, what), None)
-
-    def forget(self, uid: str) -> None:
-        for what in _KINDS:
-            self._last.pop((uid, what), None)
-            self._pending.pop((uid, what), None)
+        memory.pending.pop(what, None)

@@ -9,7 +9,6 @@ import pytest
 
 from reconciler.mpijob.failure_policy import (
     Decision,
-    Tombstones,
     attempt_label,
     current_attempt,
     decide,
@@ -57,8 +56,12 @@ PROPOSAL = policy(LAUNCHER_EXIT_2, DISRUPTION_RULE, WORKER_STOPPED)
     (pod("w", "Running", deleting="2026-01-01T00:00:06Z"), False),  # kubectl delete: no DisruptionTarget
     (pod("w", "Running", [DISRUPTED]), False),  # not being deleted (yet)
     (pod("w", "Running", [{**DISRUPTED, "status": "False"}], deleting="2026-01-01T00:00:06Z"), False),
+    # the kubelet ends a deleted pod Failed (sshd exits 255 on SIGTERM): a suspension's deletion is no failure
+    (pod("w", "Failed", exits={"worker": 255}, deleting="2026-01-01T00:00:06Z"), False),
+    (pod("w", "Failed", [DISRUPTED], exits={"worker": 137}, deleting="2026-01-01T00:00:06Z"), True),
+    (pod("w", "Failed", [DISRUPTED]), True),  # evicted by the kubelet: never deleted by anyone
 ], ids=["failed", "running", "succeeded", "disrupted-deleting", "deleted-plainly", "disrupted-not-deleting",
-        "disruption-false"])
+        "disruption-false", "deleted-then-failed", "disrupted-deleted-then-failed", "disrupted-failed"])
 def test_which_pods_are_evaluated(candidate: JSON, evaluated: bool) -> None:
     assert is_evaluated(candidate) is evaluated
 
@@ -174,24 +177,3 @@ def test_the_attempt_label_goes_on_the_object_and_its_pod_template() -> None:
         "metadata": {"name": "w", "labels": {"mpijobs.kubeflow.org/restart-attempt": "0"}}, "spec": {"containers": []}}
 
 
-def test_tombstones_keep_the_removed_pods_a_rule_evaluates_until_a_sync_judged_them() -> None:
-    def labelled(name: str, phase: str, job: str = "pi", attempt: bool = True) -> JSON:
-        found = pod(name, phase)
-        found["metadata"].update(namespace="ns", labels={"training.kubeflow.org/job-name": job, **(
-            {"mpijobs.kubeflow.org/restart-attempt": "0"} if attempt else {})})
-        return found
-
-    tombstones = Tombstones()
-    failed, other_job = labelled("pi-worker-1", "Failed"), labelled("x-worker-0", "Failed", job="x")
-    for removed in (failed, other_job, labelled("pi-worker-0", "Running"),
-                    labelled("pi-worker-2", "Failed", attempt=False)):  # no failurePolicy: never kept
-        tombstones.keep(removed)
-    assert tombstones.of("ns", "pi") == [failed]
-    again = labelled("pi-worker-1", "Failed")
-    tombstones.keep(again)  # removed again after the sync read the first one: judged next time
-    tombstones.evaluated("ns", "pi", [failed])
-    assert tombstones.of("ns", "pi") == [again]
-    tombstones.evaluated("ns", "pi", [again])
-    assert tombstones.of("ns", "pi") == []
-    tombstones.forget("ns", "x")
-    assert tombstones.of("ns", "x") == []

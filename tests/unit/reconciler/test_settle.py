@@ -9,7 +9,7 @@ from reconciler.mpijob.context import Shared
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.sync import Reconciler
-from reconciler.runtime.settle import Settler
+from reconciler.runtime.settle import SettleMemory, Settler
 from reconciler.settings import Settings
 from tests.unit.reconciler.test_sync import EARLIER, KEYS, NOW, World, created_condition, new_mpijob
 
@@ -114,20 +114,21 @@ def test_a_settling_write_waits_for_quiet_but_no_longer_than_its_limit() -> None
     clock, requeued = Clock(), list[tuple[str, float]]()
     settler = Settler(1.0, clock)
     settler.requeue = lambda key, delay: requeued.append((key, round(delay, 3)))
+    memory = SettleMemory()
     for step in range(5):  # a new list every 0.5 s, from 100.0 to 102.0
-        assert settler.settle("ns/job", "uid", "config", f"list {step}") is True
+        assert settler.settle("ns/job", memory, "config", f"list {step}") is True
         clock.now += 0.5
     assert requeued == [("ns/job", 1.0), ("ns/job", 1.0), ("ns/job", 1.0), ("ns/job", 1.0), ("ns/job", 1.0)]
-    assert settler.settle("ns/job", "uid", "config", "list 5") is True, "102.5: the limit is 103.0"
+    assert settler.settle("ns/job", memory, "config", "list 5") is True, "102.5: the limit is 103.0"
     assert requeued[-1] == ("ns/job", 0.5)
     clock.now += 0.5
-    assert settler.settle("ns/job", "uid", "config", "list 6") is False, "3 intervals after the first change"
-    settler.wrote("uid", "config")
+    assert settler.settle("ns/job", memory, "config", "list 6") is False, "3 intervals after the first change"
+    settler.wrote(memory, "config")
     clock.now += 0.5
-    assert settler.settle("ns/job", "uid", "config", "list 7") is True
+    assert settler.settle("ns/job", memory, "config", "list 7") is True
     assert requeued[-1] == ("ns/job", 1.0), "spaced an interval after the write, and quiet for one"
-    settler.up_to_date("uid", "config")
+    settler.up_to_date(memory, "config")
     clock.now += 2.0
-    assert settler.settle("ns/job", "uid", "config", "list 8") is True, "a change after an undone one starts afresh"
+    assert settler.settle("ns/job", memory, "config", "list 8") is True, "a change after an undone one starts afresh"
     assert requeued[-1] == ("ns/job", 1.0)
-    assert Settler(0.0, clock).settle("ns/job", "uid", "config", "list 9") is False, "interval 0: at once"
+    assert Settler(0.0, clock).settle("ns/job", memory, "config", "list 9") is False, "interval 0: at once"

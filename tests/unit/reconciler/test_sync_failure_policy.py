@@ -256,6 +256,12 @@ async def test_running_again_flips_restarting_to_false_and_keeps_its_cause() -> 
     assert (written["startTime"], written["restartCount"], written["readyWorkers"]) == (T, 1, "2/2")
 
 
+def removed(world: World) -> list[JSONDict]:
+    """The removed pods the job's record keeps."""
+    book = world.reconciler.shared.book
+    return book.record("job-uid").removed_pods() if "job-uid" in book else []
+
+
 def removed_worker(world: World) -> JSONDict:
     """Worker 1, evicted, as the watch last delivered it, then removed from the API (and the cache)."""
     pod = copy.deepcopy(world.cluster.server[("pods", "default", "test-worker-1")])
@@ -264,7 +270,7 @@ def removed_worker(world: World) -> JSONDict:
     assert slim is not None
     del world.cluster.server[("pods", "default", "test-worker-1")]
     world.cluster.catch_up()
-    world.reconciler.shared.tombstones.keep(slim)
+    world.reconciler.shared.book.keep_removed("job-uid", slim)
     return slim
 
 
@@ -276,11 +282,11 @@ async def test_a_failed_worker_removed_before_any_sync_saw_it_still_restarts_the
     world.cluster.failures[("update_status", "mpijobs")] = ApiError(409, "Conflict", "changed")
     with pytest.raises(ApiError):
         await world.sync()
-    assert world.reconciler.shared.tombstones.of("default", "test") != [], "kept for the next sync"
+    assert removed(world) != [], "kept for the next sync"
     del world.cluster.failures[("update_status", "mpijobs")]
     assert await world.sync() == "restarted"
     assert world.cluster.events == [Event("Warning", "RestartJobFailurePolicyAction", RESTART_MESSAGE)]
-    assert world.reconciler.shared.tombstones.of("default", "test") == []
+    assert removed(world) == []
 
 
 async def test_a_worker_removed_while_suspended_is_no_failure() -> None:
@@ -293,7 +299,7 @@ async def test_a_worker_removed_while_suspended_is_no_failure() -> None:
     world.cluster.given(MPIJOBS, suspended)
     await world.sync()
     assert [e.reason for e in world.cluster.events if e.type == "Warning"] == []
-    assert world.reconciler.shared.tombstones.of("default", "test") == []
+    assert removed(world) == []
 
 
 async def test_the_controller_keeps_a_removed_failed_pod_and_forgets_it_and_the_count_with_the_job() -> None:
@@ -307,10 +313,9 @@ async def test_the_controller_keeps_a_removed_failed_pod_and_forgets_it_and_the_
     gone["status"] = evicted()
     slim = slim_pod(gone)
     controller._on_child(slim, None)  # the informer's delete event
-    assert world.reconciler.shared.tombstones.of("default", "test") == [slim]
+    assert removed(world) == [slim]
     assert await world.sync() == "restarted"
-    assert world.reconciler.shared.restarts == {"job-uid": 1}
+    assert world.reconciler.shared.book.record("job-uid").restarts == 1
     controller._on_child(slim, None)
     controller._on_mpijob(world.caches.mpijobs.delete("default", "test"), None)
-    assert world.reconciler.shared.tombstones.of("default", "test") == []
-    assert world.reconciler.shared.restarts == {}, "a deleted job's bookkeeping goes with it"
+    assert len(world.reconciler.shared.book) == 0, "a deleted job's record goes with it"

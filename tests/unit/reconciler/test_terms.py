@@ -131,7 +131,7 @@ async def test_each_term_has_its_own_caches_queue_and_bookkeeping() -> None:
     first = terms.begin()
     job = {"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1", "uid": "u"}}
     first.reconciler.shared.caches.mpijobs.put(job)
-    first.reconciler.shared.expectations.created("ns", "a-worker-0")
+    first.reconciler.shared.book.record("u").expectations.created("ns", "a-worker-0")
     first.queue.add("ns/a")
     assert [j["metadata"]["name"] for j in terms] == ["a"]
     assert metrics.registry.get_sample_value("mpi_operator_workqueue_depth") == 1.0
@@ -140,9 +140,10 @@ async def test_each_term_has_its_own_caches_queue_and_bookkeeping() -> None:
     second = terms.begin()
     assert second is not first
     assert len(second.reconciler.shared.caches.mpijobs) == 0
-    assert not second.reconciler.shared.expectations.pending("ns", "a-worker-0")
+    assert len(second.reconciler.shared.book) == 0, "no job's record"
     assert len(second.queue) == 0
     assert metrics.registry.get_sample_value("mpi_operator_workqueue_depth") == 0.0
     assert second.reconciler.shared.settler.requeue == second.queue.add_after  # not the old queue's
+    assert second.reconciler.shared.requeue == second.queue.add_after
     assert second.reconciler.metrics is metrics
     await terms.end()

@@ -28,7 +28,7 @@ from shared.api import (
     validate_update,
 )
 from shared.api import constants as c
-from shared.api.failure_policy import canonical_annotation, version_errors
+from shared.api.failure_policy import annotation_warnings, canonical_annotation, version_errors
 from shared.api.v2types import MPIJobV2
 from shared.jsondict import JSONDict
 
@@ -187,18 +187,19 @@ def _judge(request: JSONDict, defaulted: MPIJob) -> tuple[list[FieldError], list
     """Errors and warnings of an MPIJob that has its defaults, as upstream's controller judges it, plus those of
     its API version's own field (v2) or annotation (v2beta1)."""
     new = request["object"]
+    warnings = admission_warnings(defaulted) + ([] if isinstance(defaulted, MPIJobV2) else annotation_warnings(new))
     if request["operation"] != "UPDATE":
-        return validate(defaulted) + version_errors(defaulted, new), admission_warnings(defaulted)
+        return validate(defaulted) + version_errors(defaulted, new), warnings
     old_defaulted, _ = parse_mpijob(defaulted_dict(request["oldObject"]), type(defaulted))
     if old_defaulted is None:
-        return validate(defaulted) + version_errors(defaulted, new), admission_warnings(defaulted)
+        return validate(defaulted) + version_errors(defaulted, new), warnings
     errors = validate_update(old_defaulted, defaulted) + version_errors(defaulted, new, request["oldObject"])
     if defaulted.metadata.get("deletionTimestamp"):
         errors = [e for e in errors if e.field.startswith("spec.runPolicy.managedBy")]
     # Ratcheting: an object stored before this webhook existed may already be invalid; an update
     # (labels, finalizers, Kueue's scheduling directives) is denied only for problems it adds.
     existing = {str(e) for e in validate(old_defaulted) + version_errors(old_defaulted, request["oldObject"])}
-    return [e for e in errors if str(e) not in existing], admission_warnings(defaulted)
+    return [e for e in errors if str(e) not in existing], warnings
 
 
 def _not_ours(request: JSONDict) -> Admission | None:

@@ -12,7 +12,14 @@ from dataclasses import replace
 from shared.api import constants as c
 from shared.api import dns
 from shared.api import field_errors as fe
-from shared.api.conversion import canonical_json, lifted_failure_policy, parse_annotation, with_failure_policy_defaults
+from shared.api.conversion import (
+    ConversionError,
+    canonical_json,
+    lifted_failure_policy,
+    parse_annotation,
+    to_v2beta1,
+    with_failure_policy_defaults,
+)
 from shared.api.field_errors import FieldError
 from shared.api.types import MPIJob
 from shared.api.v2types import ExitCodesRequirement, FailurePolicy, FailurePolicyRule, MPIJobV2, PodConditionPattern
@@ -21,6 +28,7 @@ from shared.jsondict import JSONDict
 PATH = "spec.runPolicy.failurePolicy"
 ANNOTATION_PATH = f"metadata.annotations[{c.V2_SPEC_ANNOTATION}]"
 INT32_MAX = 2**31 - 1
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024  # bytes of keys and values: apimachinery's TotalAnnotationSizeLimitB
 _RULE_NAME = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?").fullmatch
 _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]").fullmatch
 
@@ -90,6 +98,26 @@ def canonical_annotation(obj: JSONDict) -> str | None:
         return None
     canonical = canonical_json({"spec": {"runPolicy": {"failurePolicy": with_failure_policy_defaults(policy)}}})
     return canonical if canonical != value else None
+
+
+def annotated_failure_policy(obj: JSONDict) -> JSONDict | None:
+    """The failurePolicy a v2beta1 object's annotation holds, canonical or not (as ``annotation_errors`` accepts
+    it), on an object whose ``spec.runPolicy`` is an object; else None. What the reconciler runs a job with:
+    only conversion requires the canonical form (``lifted_failure_policy``)."""
+    value = annotation_value(obj)
+    spec = obj.get("spec")
+    run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
+    return parse_annotation(value) if isinstance(value, str) and isinstance(run_policy, dict) else None
+
+
+def annotation_warnings(obj: JSONDict) -> list[str]:
+    """A warning for a valid annotation that conversion cannot lift (it is not canonical JSON: the mutating webhook,
+    which makes it canonical, did not run): the job runs with its policy, but kubeflow.org/v2 clients see the
+    annotation instead of spec.runPolicy.failurePolicy."""
+    if annotated_failure_policy(obj) is None or lifted_failure_policy(obj) is not None or annotation_errors(obj):
+        return []
+    return [f"{ANNOTATION_PATH}: is not canonical JSON (keys sorted, no spaces), so {c.API_VERSION_V2} clients see "
+            "this annotation instead of spec.runPolicy.failurePolicy; the job runs with the policy it holds"]
 
 
 def stored_failure_policy(obj: JSONDict) -> JSONDict | None:
@@ -223,7 +251,7 @@ def version_errors(job: MPIJob, new: JSONDict, old: JSONDict | None = None) -> l
     """The errors beyond ``validate`` of ``job``, parsed from ``new`` as ``MPIJobV2`` (v2) or ``MPIJob``
     (v2beta1): the v2-only field or its annotation, and on an update (``old`` given) their immutability."""
     if isinstance(job, MPIJobV2):
-        errors = v2_errors(job)
+        errors = v2_errors(job) + stored_annotations_size_errors(new)
         if old is not None:
             errors += failure_policy_update_errors(_field(old), _field(new))
         return errors
@@ -232,6 +260,26 @@ def version_errors(job: MPIJob, new: JSONDict, old: JSONDict | None = None) -> l
         errors.append(fe.invalid(ANNOTATION_PATH, _shown(annotation_value(new)),
                                  "is immutable: it holds spec.runPolicy.failurePolicy of kubeflow.org/v2"))
     return errors
+
+
+def stored_annotations_size_errors(obj: JSONDict) -> list[FieldError]:
+    """The API server's limit on the total size of annotations, applied to a v2 object as it will be stored:
+    with the annotation conversion adds to keep its failurePolicy. The API server checks only the v2 request's
+    annotations; a job stored over the limit would have every later v2beta1 update refused, status writes
+    included."""
+    try:
+        stored = to_v2beta1(obj)
+    except ConversionError:  # annotations that are not an object: the API server's own validation refuses them
+        return []
+    annotations = stored.get("metadata", {}).get("annotations")
+    if not isinstance(annotations, dict):
+        return []
+    size = sum(len(str(key).encode()) + len(value.encode()) for key, value in annotations.items()
+               if isinstance(value, str))
+    if size <= TOTAL_ANNOTATION_SIZE_LIMIT:
+        return []
+    return [FieldError(fe.ErrorType.TOO_LONG, "metadata.annotations", None,
+                       f"may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT} bytes")]
 
 
 def _field(obj: JSONDict) -> JSONDict | None:

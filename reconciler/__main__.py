@@ -29,7 +29,6 @@ from reconciler.runtime.client import ApiError, KubeClient, StartupError
 from reconciler.runtime.health import Health, serve
 from reconciler.runtime.kubeconfig import load_configuration
 from reconciler.runtime.leader import LeaderElector
-from reconciler.runtime.memory import release_free_memory, release_periodically
 from reconciler.runtime.settle import Settler
 from reconciler.runtime.startup import ApiWait, Unavailable, transient_reason
 from reconciler.runtime.workqueue import WorkQueue
@@ -153,10 +152,9 @@ class Terms:
         return self.current
 
     async def end(self) -> None:
-        """Forget the term (its tasks are over); its connections are closed, its memory handed back."""
+        """Forget the term (its tasks are over); its connections are closed."""
         self.current = None
         await self.client.close()
-        release_free_memory()
 
 
 STOPPED, LOST, FAILED = "stopped", "lost", "failed"
@@ -196,7 +194,7 @@ async def _reconcile(controller: Controller, elector: LeaderElector | None, stop
     (FAILED). Every task of the term is over when this returns."""
     metrics.is_leader.set(1)
     controlling = asyncio.create_task(controller.run(), name="controller")
-    tasks = [controlling, asyncio.create_task(stop.wait()), asyncio.create_task(release_periodically())]
+    tasks = [controlling, asyncio.create_task(stop.wait())]
     keeping = asyncio.create_task(elector.keep(), name="lease") if elector is not None else None
     if keeping is not None:
         tasks.append(keeping)

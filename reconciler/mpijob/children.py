@@ -6,7 +6,10 @@ nulled) carrying the resourceVersion read, so a later sync finds nothing to do.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from reconciler.mpijob import builders
+from reconciler.mpijob.builders.job_facts import run_policy_of
 from reconciler.mpijob.caches import slim_job
 from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.ensure import create_or_read, ensure_controlled, get_or_create
@@ -135,9 +138,9 @@ async def stop_launcher(ctx: JobContext, launcher: JSONDict | None) -> JSONDict 
 
 
 async def delete_launcher(ctx: JobContext, launcher: JSONDict) -> None:
-    """Delete the launcher Job of an attempt that ended (a restart), in the foreground: the Job stays until its pods
-    are gone, so its name is not reused while an old ``mpirun`` may still run. A Job already being deleted (or
-    that this process just deleted) is left alone."""
+    """Delete the launcher Job of an attempt that ended (a restart), or a stopped one whose TTL expired, in the
+    foreground: the Job stays until its pods are gone, so its name is not reused while an old ``mpirun`` may
+    still run. A Job already being deleted (or that this process just deleted) is left alone."""
     name, uid = meta(launcher)["name"], str(meta(launcher).get("uid", ""))
     if meta(launcher).get("deletionTimestamp") or ctx.record.expectations.deletions.holds(ctx.namespace, name, uid):
         return
@@ -147,6 +150,18 @@ async def delete_launcher(ctx: JobContext, launcher: JSONDict) -> None:
         if not error.not_found:
             raise
     ctx.record.expectations.deletions.add(ctx.namespace, name, uid)
+
+
+def seconds_to_launcher_expiry(ctx: JobContext, launcher: JSONDict | None, completion_time: str) -> float | None:
+    """How long before the launcher Job this process stopped (``stop_launcher``) expires: the job's
+    ``ttlSecondsAfterFinished`` after its ``completionTime``, as the TTL controller counts for a Job that
+    finished (a suspended Job never does). None for any other launcher, or without a TTL."""
+    ttl = run_policy_of(ctx.job).ttl_seconds_after_finished
+    if (ttl is None or launcher is None or not is_controlled_by(launcher, ctx.uid) or launcher_done(launcher)
+            or not (launcher.get("spec") or {}).get("suspend")):
+        return None
+    finished = datetime.fromisoformat(completion_time)
+    return (finished + timedelta(seconds=ttl) - datetime.fromisoformat(ctx.now)).total_seconds()
 
 
 def cached_launcher(ctx: JobContext) -> JSONDict | None:

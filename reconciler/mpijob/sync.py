@@ -127,7 +127,23 @@ class Reconciler:
             status.setdefault("replicaStatuses", {})[c.WORKER] = {}
         if find_condition(status, c.CONDITION_WORKERS_READY) is not None:  # not added to jobs finished before it
             events = [*events, *_workers_ready(ctx, status, [])[0]]
-        return await self._write_status(ctx, before, status, events) or "finished"
+        if gone := await self._write_status(ctx, before, status, events):
+            return gone
+        await self._expire_stopped_launcher(ctx, str(status["completionTime"]))
+        return "finished"
+
+    async def _expire_stopped_launcher(self, ctx: JobContext, completion_time: str) -> None:
+        """The launcher Job this process stopped is deleted once ``ttlSecondsAfterFinished`` has passed since the
+        job's completionTime (as upstream's finished launcher is by the TTL controller); until then the job's
+        sync is requeued for the time left."""
+        launcher = children.cached_launcher(ctx)
+        left = children.seconds_to_launcher_expiry(ctx, launcher, completion_time)
+        if launcher is None or left is None:
+            return
+        if left > 0:
+            self.shared.requeue(ctx.key, left)
+            return
+        await children.delete_launcher(ctx, launcher)
 
     async def _refuse(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event],
                       why: Event) -> str:

@@ -47,13 +47,13 @@ def _warn_of_overridden_scheduler_names(ctx: JobContext) -> None:
                 "scheduler": ctx.shared.settings.gang.scheduler_name}})
 
 
-async def ensure_pod_group(ctx: JobContext) -> None:
-    """Create the PodGroup, or replace the spec fields we own when they differ from the job's (by value)."""
+async def ensure_pod_group(ctx: JobContext) -> bool:
+    """Create the PodGroup, or replace the spec fields we own when they differ from the job's (by value). False
+    when pods must not be made yet: a native gang's PodGroup or Workload is being deleted (or was now)."""
     gang = ctx.shared.settings.gang
     assert gang is not None
     if gang.is_native:
-        await _ensure_native(ctx)
-        return
+        return await _ensure_native(ctx)
     resource = pod_group_resource(ctx)
     priorities = await _priorities(ctx)
     desired = builders.build_pod_group(ctx.job, gang, priorities.get)
@@ -61,25 +61,32 @@ async def ensure_pod_group(ctx: JobContext) -> None:
     if created:
         _warn_of_overridden_scheduler_names(ctx)
     if created or builders.pod_group_spec_update(existing.get("spec") or {}, desired["spec"], gang) is None:
-        return
+        return True
     current = await ctx.shared.cluster.get(resource, ctx.namespace, meta(existing)["name"])
     spec = builders.pod_group_spec_update(current.get("spec") or {}, desired["spec"], gang)
     if spec is not None:  # None: the cache lagged behind a write already made
         await ctx.shared.cluster.replace(resource, {**current, "spec": spec})
+    return True
 
 
-async def _ensure_native(ctx: JobContext) -> None:
-    """The Workload, then the PodGroup made from it. Both are immutable: one that differs from the job's
-    gang is deleted, and the deletion's watch event brings the sync that creates it anew (a PodGroup's
-    finalizer keeps it while pods name it, so a new size applies to pods created after)."""
+async def _ensure_native(ctx: JobContext) -> bool:
+    """The Workload, then the PodGroup made from it; whether both are the job's gang and not being deleted.
+    Both are immutable: one that differs from the job's gang is deleted, and its deletion's watch event brings
+    the sync that creates it anew. Until then no pod may be made: a pod naming a terminating PodGroup keeps
+    it (its finalizer waits for every pod that names it), with the old size, for as long as the pod lives."""
+    ready = True
     for resource, store, desired in (
             (NATIVE_WORKLOADS, ctx.shared.caches.workloads, builders.build_workload(ctx.job)),
             (NATIVE_POD_GROUPS, ctx.shared.caches.pod_groups, builders.build_native_pod_group(ctx.job))):
         existing, created = await get_or_create(ctx, store, resource, desired)
-        if created or meta(existing).get("deletionTimestamp"):
+        if created:
             continue
-        if builders.native_spec_differs(existing.get("spec") or {}, desired["spec"], resource.kind):
+        if meta(existing).get("deletionTimestamp"):
+            ready = False
+        elif builders.native_spec_differs(existing.get("spec") or {}, desired["spec"], resource.kind):
             await _delete(ctx, resource, store, meta(existing)["name"])
+            ready = False
+    return ready
 
 
 async def _delete(ctx: JobContext, resource: Resource, store: Store, name: str) -> None:

@@ -160,17 +160,18 @@ class Reconciler:
         what the launcher Job, its pods and the workers show."""
         launcher = await children.find_launcher(ctx, first_sync)
         worker_pods: list[JSONDict] = []
+        gang_ready = True  # no pod is made (nor a launcher resumed) while a native gang is being replaced
         if not launcher_done(launcher):
             await children.ensure_service(ctx)
             await children.ensure_config_map(ctx)
             await children.ensure_secret(ctx)
             if not ctx.suspended:
                 if self.shared.settings.gang is not None:
-                    await gang.ensure_pod_group(ctx)
-                worker_pods = await workers.ensure_workers(ctx)
-            if launcher is None and (ctx.launcher_at_startup or workers.all_ready(worker_pods)):
+                    gang_ready = await gang.ensure_pod_group(ctx)
+                worker_pods = await workers.ensure_workers(ctx, create=gang_ready)
+            if launcher is None and gang_ready and (ctx.launcher_at_startup or workers.all_ready(worker_pods)):
                 launcher = await children.create_launcher(ctx)
-        if launcher is not None:
+        if launcher is not None and gang_ready:
             launcher = await children.sync_launcher_suspension(ctx, launcher)
         if ctx.suspended:
             await self._clean_up(ctx)

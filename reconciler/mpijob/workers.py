@@ -120,14 +120,16 @@ def _existing_workers(ctx: JobContext) -> tuple[dict[int, JSONDict], list[int]]:
     return found, missing
 
 
-async def ensure_workers(ctx: JobContext) -> list[JSONDict]:
-    """The worker pods of indexes 0..replicas-1, in index order, creating the missing ones. A failed create
-    cancels the others and is reported in one Warning event, however many workers it concerned, and raised
-    as ``CreateFailedError``."""
+async def ensure_workers(ctx: JobContext, *, create: bool = True) -> list[JSONDict]:
+    """The worker pods of indexes 0..replicas-1, in index order, creating the missing ones (unless ``create`` is
+    False: then only the existing ones). A failed create cancels the others and is reported in one Warning event,
+    however many workers it concerned, and raised as ``CreateFailedError``."""
     if ctx.job.replica_spec(c.WORKER) is None:
         return []
     found, missing = _existing_workers(ctx)
     await scale_down(ctx)
+    if not create:
+        return [found[index] for index in sorted(found)]
     try:
         created = await _concurrently(ctx, (partial(_create, ctx, index) for index in missing))
     except ApiError as error:

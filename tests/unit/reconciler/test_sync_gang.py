@@ -225,3 +225,51 @@ async def test_suspension_deletes_the_native_gang() -> None:
     await world.sync()
     assert [a for a in world.cluster.actions if a[1] in ("workloads", "podgroups")] == [
         ("delete", "podgroups", "test"), ("delete", "workloads", "test")]
+
+
+def terminating_native_group(world: World, job: dict[str, Any]) -> None:
+    """The job's PodGroup of an earlier gang, being deleted (its finalizer waits for the pods that name it);
+    its Workload is gone already."""
+    _, group = stored_native(job)
+    group["metadata"]["deletionTimestamp"] = "2026-11-29T11:59:00Z"
+    group["spec"]["schedulingPolicy"] = {"gang": {"minCount": 1}}
+    world.cluster.given(NATIVE_POD_GROUPS, group)
+
+
+async def test_no_worker_names_a_terminating_native_pod_group_a_scale_up_waits_for_the_new_gang() -> None:
+    world, job = running_gang_world(NATIVE, {})
+    scaled = copy.deepcopy(job)
+    scaled["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 3
+    world.cluster.given(MPIJOBS, scaled)
+    terminating_native_group(world, job)
+    assert await world.sync() == "synced"
+    assert [a for a in world.cluster.actions if a[0] != "update_status"] == [
+        ("patch", "configmaps", "test-config"), ("create", "workloads", "test")], "no pod, no PodGroup yet"
+    del world.cluster.server[("podgroups", "default", "test")]  # the last pod naming it is gone
+    world.cluster.catch_up()
+    writes = len(world.cluster.actions)
+    assert await world.sync() == "synced"
+    assert [a for a in world.cluster.actions[writes:] if a[0] != "update_status"] == [
+        ("create", "podgroups", "test"), ("create", "pods", "test-worker-2")]
+    assert world.cluster.created("podgroups", "test") == builders.build_native_pod_group(defaulted(scaled))
+    assert world.cluster.created("podgroups", "test")["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+
+
+async def test_a_quick_resume_waits_for_the_old_native_pod_group_to_go() -> None:
+    """Resumed before the suspension's PodGroup was gone: no worker is created and the launcher Job is not
+    resumed until it is, then both start under a PodGroup made anew."""
+    job = new_mpijob(workers=2)
+    job["status"] = {"conditions": [created_condition()], "startTime": "2026-11-29T11:00:00Z"}
+    world = gang_world(job, NATIVE)
+    world.add_dependencies()
+    world.add_launcher(suspend=True)
+    terminating_native_group(world, job)
+    await world.sync()
+    assert [a for a in world.cluster.actions if a[0] != "update_status"] == [("create", "workloads", "test")]
+    del world.cluster.server[("podgroups", "default", "test")]
+    world.cluster.catch_up()
+    writes = len(world.cluster.actions)
+    await world.sync()
+    assert world.cluster.actions[writes:] == [
+        ("create", "podgroups", "test"), ("create", "pods", "test-worker-0"), ("create", "pods", "test-worker-1"),
+        ("update", "jobs", "test-launcher")], "the launcher Job resumed (its startTime was unset: no status write)"

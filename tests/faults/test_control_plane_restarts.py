@@ -13,7 +13,7 @@ default), an API server outage longer than the renew deadline (5 s) makes it giv
 its caches and campaign again in-process (it used to exit, as upstream does); its next term lists
 afresh. So that the informers' own resume and relist is what is tested, the short version runs with
 ``--leader-elect=false``; the full suite also runs everything at the defaults. Either way the
-process must never exit (tests/faults/test_api_outage.py has the 2-minute outage).
+process must never exit (tests/faults/test_api_outage.py has the one-minute outage).
 """
 
 from __future__ import annotations

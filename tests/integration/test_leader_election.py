@@ -5,6 +5,12 @@ Regression for the Lease starvation of issue 7: the Lease renewals waited in the
 the worker creates, missed their 5 s deadline about 8 s into a 64-worker job, and the process exited.
 These tests run such jobs to completion while sampling the Lease: one holder, no transition, renewals
 never further apart than the lease duration, and the process never restarts.
+
+Their real-clock waits follow from upstream's Lease timings, which the reconciler keeps and has no flags for
+(15 s duration, 5 s renew deadline, 3 s between attempts: reconciler/runtime/leader.py): a successor takes a
+SIGKILLed leader's Lease only once it has seen it unrenewed for 15 s, so each of the three kills costs that. The
+rest is the jobs' own pace (512 workers created at upstream's 5 QPS take 100 s or more), which is the starvation
+under test. Every wait is a condition with a deadline; none is shortened.
 """
 
 from __future__ import annotations

@@ -2,10 +2,12 @@
 
 v2beta1 is the storage version. The v2-only field, ``spec.runPolicy.failurePolicy``, is kept in a v2beta1
 object as the annotation ``mpijobs.kubeflow.org/v2-spec``: canonical JSON of the v2-only fields at their v2
-paths. Only a *liftable* annotation is turned back into the field; any other value is carried verbatim in both
-directions, so that v2beta1 -> v2 -> v2beta1 gives back every object the v2beta1 schema admits, and
-v2 -> v2beta1 -> v2 every object the v2 schema admits without the reserved annotation
-(docs/proposals/v2.md, "Conversion").
+paths. Only a *liftable* annotation is turned back into the field, with the v2 schema's defaults (as the API server
+gives them to a v2 request, so that a stored policy read through v2 equals the one a v2 client writes back); any
+other value is carried verbatim in both directions. So v2beta1 -> v2 -> v2beta1 gives back every object the
+v2beta1 schema admits, byte for byte when its policy has its defaults (as the mutating webhook stores it), else
+with them added; and v2 -> v2beta1 -> v2 every object the v2 schema admits (its defaults applied) without the
+reserved annotation (docs/proposals/v2.md, "Conversion").
 """
 
 from __future__ import annotations
@@ -61,7 +63,10 @@ def _shown(value: object) -> str:
 
 
 def to_v2(obj: JSONDict) -> JSONDict:
-    """A v2beta1 MPIJob as v2: a liftable annotation becomes ``spec.runPolicy.failurePolicy``."""
+    """A v2beta1 MPIJob as v2: a liftable annotation becomes ``spec.runPolicy.failurePolicy``, with the v2 defaults.
+
+    The API server does not default an object converted from storage, but gives a v2 request its defaults; without
+    them here its rule that the policy is unchanged would refuse every v2 update of a policy stored without them."""
     result = {**obj, "apiVersion": c.API_VERSION_V2}
     failure_policy = lifted_failure_policy(obj)
     if failure_policy is None:
@@ -73,7 +78,7 @@ def to_v2(obj: JSONDict) -> JSONDict:
     else:
         del metadata["annotations"]
     spec = dict(obj["spec"])
-    spec["runPolicy"] = {**spec["runPolicy"], "failurePolicy": failure_policy}
+    spec["runPolicy"] = {**spec["runPolicy"], "failurePolicy": with_failure_policy_defaults(failure_policy)}
     return {**result, "metadata": metadata, "spec": spec}
 
 

@@ -12,7 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from shared.api import constants as c
-from shared.api.conversion import ConversionError, convert, lifted_failure_policy, to_v2, to_v2beta1
+from shared.api.conversion import (
+    ConversionError,
+    canonical_json,
+    convert,
+    lifted_failure_policy,
+    to_v2,
+    to_v2beta1,
+    with_failure_policy_defaults,
+)
 from tests.reference import example_params, load_example
 from tests.unit.v2_strategies import v2_jobs, v2beta1_jobs
 
@@ -153,14 +161,36 @@ def _only_annotation_differs(a: dict[str, Any], b: dict[str, Any]) -> None:
     assert strip[0] == strip[1]
 
 
+def _stored_with_defaults(job: dict[str, Any]) -> dict[str, Any]:
+    """A v2beta1 job whose liftable annotation has the v2 defaults added: the mutating webhook's stored form."""
+    policy = lifted_failure_policy(job)
+    if policy is None:
+        return job
+    value = canonical_json({"spec": {"runPolicy": {"failurePolicy": with_failure_policy_defaults(policy)}}})
+    metadata = {**job["metadata"], "annotations": {**job["metadata"]["annotations"], ANNOTATION: value}}
+    return {**job, "metadata": metadata}
+
+
+def _v2_with_defaults(job: dict[str, Any]) -> dict[str, Any]:
+    """A v2 job with the defaults the API server gives its failurePolicy."""
+    run_policy = job.get("spec", {}).get("runPolicy")
+    if not isinstance(run_policy, dict) or not isinstance(run_policy.get("failurePolicy"), dict):
+        return job
+    policy = with_failure_policy_defaults(run_policy["failurePolicy"])
+    return {**job, "spec": {**job["spec"], "runPolicy": {**run_policy, "failurePolicy": policy}}}
+
+
 @PROPERTY_SETTINGS
 @given(v2beta1_jobs())
 def test_v2beta1_round_trip(job: dict[str, Any]) -> None:
+    """Byte for byte for a job stored with its policy's defaults; else the only change is the defaults added."""
     original = copy.deepcopy(job)
     as_v2 = convert(job, c.API_VERSION_V2)
     assert as_v2["apiVersion"] == c.API_VERSION_V2
     _only_annotation_differs(as_v2, job)
-    assert convert(as_v2, c.API_VERSION) == original
+    assert convert(as_v2, c.API_VERSION) == _stored_with_defaults(original)
+    stored = _stored_with_defaults(original)
+    assert convert(convert(copy.deepcopy(stored), c.API_VERSION_V2), c.API_VERSION) == stored
     assert job == original  # the input is never modified
 
 
@@ -172,5 +202,15 @@ def test_v2_round_trip(job: dict[str, Any]) -> None:
     assert stored["apiVersion"] == c.API_VERSION
     _only_annotation_differs(stored, job)
     assert "failurePolicy" not in stored.get("spec", {}).get("runPolicy", {})
-    assert convert(stored, c.API_VERSION_V2) == original
+    assert convert(stored, c.API_VERSION_V2) == _v2_with_defaults(original)
     assert job == original
+
+
+def test_a_policy_stored_without_its_defaults_is_lifted_with_them() -> None:
+    """What the API server gives a v2 request, so that its rule "the policy is unchanged" holds on a label."""
+    without = json.loads(PROPOSAL_ANNOTATION.replace('{"status":"True","type":"DisruptionTarget"}',
+                                                     '{"type":"DisruptionTarget"}'))
+    stored = _job(c.API_VERSION, {"suspend": True}, {ANNOTATION: canonical_json(without), "team": "a"})
+    assert to_v2(stored) == _job(c.API_VERSION_V2, {"suspend": True, "failurePolicy": POLICY}, {"team": "a"})
+    assert to_v2beta1(to_v2(stored)) == _job(c.API_VERSION, {"suspend": True},
+                                             {"team": "a", ANNOTATION: PROPOSAL_ANNOTATION})

@@ -14,6 +14,7 @@ from reconciler.mpijob.builders.job_facts import (
 from reconciler.mpijob.builders.pod_template import (
     append_items,
     copy_template,
+    env_names,
     first_container,
     json_copy,
     pod_template_meta,
@@ -80,12 +81,23 @@ def _mpi_env(implementation: str, slots: str) -> list[JSONDict]:
     return []
 
 
-def launcher_env(job: MPIJob) -> list[JSONDict]:
-    """The env appended to the launcher's first container: role, MPI implementation settings, GPU blanking."""
+# The names the launcher gets beyond upstream's. A value the user set for one of them in the first container's env
+# wins: it is not appended. Upstream's own names are appended after the user's env, byte for byte, as upstream
+# does (the kubelet then uses the last definition: upstream's precedence).
+BEYOND_UPSTREAM = frozenset({
+    "PRTE_MCA_prte_keep_fqdn_hostnames", "PRTE_MCA_prte_default_hostfile", "PRTE_MCA_plm_ssh_args",
+    "PRTE_MCA_prte_set_default_slots", "HYDRA_LAUNCHER_EXTRA_ARGS",
+})
+
+
+def launcher_env(job: MPIJob, user_env: object = None) -> list[JSONDict]:
+    """The env appended to the launcher's first container (whose env is ``user_env``): role, MPI implementation
+    settings, GPU blanking; without a name beyond upstream's (``BEYOND_UPSTREAM``) that the user set."""
     env = [_env(c.ENV_JOB_ROLE, c.ROLE_LAUNCHER), *_mpi_env(mpi_implementation(job), str(slots_per_worker(job)))]
     if not runs_launcher_as_worker(job):  # keep the launcher off the node's GPUs
         env += [_env(c.ENV_NVIDIA_VISIBLE_DEVICES), _env(c.ENV_NVIDIA_DRIVER_CAPABILITIES)]
-    return env
+    user_set = env_names(user_env)
+    return [item for item in env if not (item["name"] in BEYOND_UPSTREAM and item["name"] in user_set)]
 
 
 def config_volume(job: MPIJob) -> JSONDict:
@@ -119,7 +131,7 @@ def build_launcher_pod_template(job: MPIJob, gang: GangScheduling | None = None)
     spec = template["spec"]
     set_host_identity(spec, names.launcher_name(job.name), job.name)
     container = first_container(spec)
-    append_items(container, "env", launcher_env(job))
+    append_items(container, "env", launcher_env(job, container.get("env")))
     setup_ssh(spec, job)
     spec["restartPolicy"] = replica_restart_policy(job, c.LAUNCHER)
     append_items(spec, "volumes", [config_volume(job)])

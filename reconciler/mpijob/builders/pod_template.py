@@ -51,6 +51,13 @@ def append_items(target: JSONDict, key: str, items: list[Any]) -> None:
     target[key] = [*(target.get(key) or []), *items]
 
 
+def env_names(env: object) -> set[str]:
+    """The variable names a container's ``env`` list defines (entries that are not named objects ignored)."""
+    if not isinstance(env, list):
+        return set()
+    return {item["name"] for item in env if isinstance(item, dict) and isinstance(item.get("name"), str)}
+
+
 def set_pod_labels(template: JSONDict, labels: dict[str, str]) -> None:
     """Overlay ``labels`` on the template's labels (the given ones win on conflict)."""
     meta = template["metadata"]

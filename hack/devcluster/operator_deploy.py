@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from . import api_v2
 from .binaries import REPO_ROOT
 from .cluster import LocalCluster
 from .helm import CHART, RELEASE, RELEASE_NAMESPACE, helm, release_objects, value_flags
@@ -309,12 +310,27 @@ def helm_release(cluster: LocalCluster, binary: Path) -> list[dict[str, Any]]:
     return release_objects(binary, cluster.kubeconfig)
 
 
-def patch_crd_ca_bundle(cluster: LocalCluster, ca_bundle: str) -> None:
-    """The built-in certificates' path for the CRD's conversion webhook (deploy/certs/README.md): drop the
-    cert-manager annotation, set the caBundle of spec.conversion.webhook.clientConfig."""
+def patch_crd_ca_bundle(cluster: LocalCluster, ca_bundle: str) -> bool:
+    """The built-in certificates' path for the CRD's conversion webhook (deploy/certs/README.md), when kubeflow.org/v2
+    is on: drop the cert-manager annotation, set the caBundle of spec.conversion.webhook.clientConfig. The default CRD
+    has no conversion webhook: nothing to do then. Whether there was one."""
+    if api_v2.conversion_strategy(cluster) != "Webhook":
+        return False
     cluster.kubectl("annotate", "crd", CRD_NAME, "cert-manager.io/inject-ca-from-", check=True)
     cluster.kubectl("patch", "crd", CRD_NAME, "--type=json", "-p", json.dumps([
         {"op": "add", "path": "/spec/conversion/webhook/clientConfig/caBundle", "value": ca_bundle}]), check=True)
+    return True
+
+
+def enable_api_v2(cluster: LocalCluster, timeout: float = 60) -> None:
+    """Turn kubeflow.org/v2 on for the deployed operator as docs/operator-guide.md says with the built-in
+    certificates: `kubectl apply --server-side --force-conflicts -k deploy/crds-v2/`, the conversion caBundle patched
+    (the one of the admission webhooks), until a list through v2 succeeds (the API server converts through the
+    webhook pods)."""
+    api_v2.enable(cluster, timeout)
+    patch_crd_ca_bundle(cluster, webhook_ca_bundle(cluster))
+    wait_for(lambda: cluster.kubectl("get", "mpijobs.v2.kubeflow.org", "--all-namespaces").returncode == 0,
+             timeout, 0.5, what="kubeflow.org/v2 reads converted by the webhook pods")
 
 
 def webhook_ca_bundle(cluster: LocalCluster) -> str:

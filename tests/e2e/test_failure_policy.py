@@ -8,8 +8,13 @@ that condition (a plain delete is matched by exit codes only, a case the proposa
 
 from __future__ import annotations
 
-from hack.devcluster import LocalCluster
+from collections.abc import Iterator
+
+import pytest
+
+from hack.devcluster import LocalCluster, api_v2
 from hack.devcluster.mpijobs import JSON, conditions, diagnostics, launcher_log, wait_finished
+from hack.devcluster.operator_deploy import enable_api_v2
 from hack.devcluster.wait import wait_for
 from tests.e2e.jobs import apply, assert_pi, upstream_pi
 
@@ -18,6 +23,16 @@ ATTEMPT = "mpijobs.kubeflow.org/restart-attempt"
 # attempt (label 1, read through the downward API) runs upstream's mpirun as it is.
 WAIT_ON_FIRST_ATTEMPT = ('if [ "$RESTART_ATTEMPT" = 0 ]; then echo "attempt 0: waiting"; exec sleep 600; fi; '
                          'exec mpirun "$@"')
+
+
+@pytest.fixture(scope="module", autouse=True)
+def v2_on(real_cluster: LocalCluster) -> Iterator[None]:
+    """kubeflow.org/v2, opt-in, turned on for the module as the operator guide says, and off again after it."""
+    enable_api_v2(real_cluster)
+    try:
+        yield
+    finally:
+        api_v2.disable(real_cluster)
 
 
 def restarting_pi(name: str) -> JSON:

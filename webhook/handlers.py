@@ -95,13 +95,17 @@ ConvertFunction = Callable[[dict[str, Any]], tuple[dict[str, Any], int]]
 # Bodies from this size up are decoded, converted and encoded in a thread, so that the event loop keeps answering
 # /healthz, /readyz and admission meanwhile (orjson holds the GIL only while it decodes or encodes).
 THREAD_BODY_BYTES = 256 * 1024
+# A conversion's body is read while it holds the gate: one that has not arrived in full by the time the API server
+# gives up on the call (30 s) gets 408, so that a client sending slowly cannot keep the others waiting.
+CONVERSION_READ_SECONDS = 30.0
 
 
 def conversion_handler(convert: ConvertFunction = conversion.convert_review) -> Handler:
     """An aiohttp handler answering ConversionReviews (``POST /convert``): 200 with Success or Failed, 400 for a
-    body that is not a ConversionReview, 413 above the size limit or the parse-cost limit; an unexpected error is a
-    Failed result. At most the application's CONVERSION_GATE of them are read and answered at once; the others
-    wait, their bodies unread, in the order they came."""
+    body that is not a ConversionReview, 408 for one not received within CONVERSION_READ_SECONDS, 413 above the
+    size limit or the parse-cost limit; an unexpected error is a Failed result. At most the application's
+    CONVERSION_GATE of them are read and answered at once; the others wait, their bodies unread, in the order
+    they came."""
 
     async def handle(request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
@@ -129,9 +133,13 @@ def _too_large(message: str) -> tuple[web.Response, str]:
 
 async def _convert(request: web.Request, convert: ConvertFunction, log: dict[str, Any]) -> tuple[web.Response, str]:
     try:
-        body = await read_limited(request, request.app.get(CONVERSION_BODY_LIMIT, DEFAULT_CONVERSION_BODY_LIMIT))
+        async with asyncio.timeout(CONVERSION_READ_SECONDS):
+            body = await read_limited(request, request.app.get(CONVERSION_BODY_LIMIT, DEFAULT_CONVERSION_BODY_LIMIT))
     except web.HTTPRequestEntityTooLarge as error:
         return _too_large(error.text or "")
+    except TimeoutError:
+        log["error"] = f"request body not received within {CONVERSION_READ_SECONDS:g} s"
+        return _json(conversion.bad_review(log["error"]), status=408), "bad_request"
     cost_limit = request.app.get(CONVERSION_COST_LIMIT)
     if cost_limit is not None and (cost := parse_cost(body)) > cost_limit:
         log["cost"] = cost

@@ -172,3 +172,26 @@ async def test_conversions_wait_for_the_gate_in_turn(aiohttp_client: Any) -> Non
     answers = [orjson.loads(await (await task).read()) for task in posts]
     assert [answer["response"]["uid"] for answer in answers] == uids
     assert most == [1, 1, 1], "one conversion at a time"
+
+
+async def test_a_body_sent_too_slowly_gets_408_and_frees_the_gate(aiohttp_client: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The body is read while the conversion holds the gate: a client that stops sending must not keep the others
+    waiting past the API server's own timeout."""
+    monkeypatch.setattr(handlers, "CONVERSION_READ_SECONDS", 0.2)
+    client = await aiohttp_client(create_app())
+    stalled = asyncio.Event()
+
+    async def stalling() -> AsyncIterator[bytes]:
+        yield b'{"apiVersion":'
+        await stalled.wait()
+
+    try:
+        resp = await asyncio.wait_for(client.post(CONVERT_PATH, data=stalling(), headers=HEADERS), 10)
+        assert (resp.status, orjson.loads(await resp.read())["response"]) == (408, {"uid": "", "result": {
+            "status": "Failed", "message": "request body not received within 0.2 s"}})
+    finally:
+        stalled.set()
+    resp = await client.post(CONVERT_PATH, data=orjson.dumps(conversion_review(c.API_VERSION_V2, [v2_job()])),
+                             headers=HEADERS)
+    assert (resp.status, orjson.loads(await resp.read())) == (200, converted([v2_job()]))

@@ -285,3 +285,42 @@ def test_native_gang_follows_suspend_and_resume(cluster: LocalCluster, namespace
         assert pod_names("pause", seen) == (["pause-worker-0", "pause-worker-1"], 1)
     finally:
         reconciler.restart()
+
+
+def test_a_resume_with_a_new_size_waits_for_the_old_native_pod_group_to_go(
+        cluster: LocalCluster, namespace: str, reconciler: ReconcilerControl) -> None:
+    """Suspended, then resumed with 3 workers instead of 2 before its PodGroup was gone (a pod still names it,
+    so its finalizer keeps it): no worker is made while it terminates, then every pod runs under a PodGroup
+    made anew with the new size. Workers naming the terminating PodGroup would keep it, with the old size."""
+    reconciler.restart(f"--gang-scheduling={NATIVE}")
+    try:
+        jobs = Jobs(cluster, namespace)
+        with gang_nodes(cluster, namespace) as nodes:
+            nodes.add(cpu="4")
+            jobs.create(pool_job("grow", namespace, 2, launcher_labels={"test.mpijob/outcome": "hang"}))
+            jobs.wait_workers("grow", 2, phase="Running", timeout=90)
+            first = jobs.must("podgroups", "grow", NATIVE_GROUP)
+            holder = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "holder"}, "spec": {
+                "schedulingGroup": {"podGroupName": "grow"}, "nodeSelector": {"nowhere": "true"},
+                "containers": [{"name": "c", "image": "busybox"}]}}
+            cluster.rest.create(jobs.path("pods"), holder)
+            jobs.patch("grow", {"spec": {"runPolicy": {"suspend": True}}})
+            jobs.wait_workers("grow", 0)
+            until(lambda: (jobs.must("podgroups", "grow", NATIVE_GROUP)["metadata"].get("deletionTimestamp")),
+                  timeout=30, what="the PodGroup terminating")
+            jobs.patch("grow", {"spec": {"runPolicy": {"suspend": False},
+                                         "mpiReplicaSpecs": {"Worker": {"replicas": 3}}}})
+            jobs.wait_condition("grow", "Suspended", status="False", timeout=30)  # the resume's sync wrote
+            still = jobs.must("podgroups", "grow", NATIVE_GROUP)
+            assert (still["metadata"]["uid"], bool(still["metadata"].get("deletionTimestamp"))) == (
+                first["metadata"]["uid"], True)
+            assert jobs.pods("training.kubeflow.org/job-role=worker") == [], "no worker names it"
+            cluster.rest.request("DELETE", jobs.path("pods", "holder"), {"gracePeriodSeconds": 0})
+            workers = jobs.wait_workers("grow", 3, phase="Running", timeout=90)
+            group = jobs.must("podgroups", "grow", NATIVE_GROUP)
+            assert (group["metadata"]["uid"] != first["metadata"]["uid"], group["spec"]["schedulingPolicy"],
+                    group["metadata"].get("deletionTimestamp")) == (True, {"gang": {"minCount": 4}}, None)
+            assert [p["spec"]["schedulingGroup"] for p in workers] == [{"podGroupName": "grow"}] * 3
+            jobs.wait_launcher("grow", suspended=False, timeout=30)
+    finally:
+        reconciler.restart()

@@ -122,8 +122,8 @@ async def _wait_for_api(client: KubeClient, namespace: str, host: str, health: H
 
 
 class Terms:
-    """The controller of each leadership term, made afresh: caches, work queue, expectations, the settler's and
-    the tombstones' bookkeeping of one term are never seen by the next, which starts as a new process would
+    """The controller of each leadership term, made afresh: caches, work queue and every job's record
+    (mpijob/records.py) of one term are never seen by the next, which starts as a new process would
     (a relist of everything, then syncs from what the cluster holds). The API client, the metrics and the
     endpoints outlive the terms; the metrics read the current term's queue and jobs."""
 

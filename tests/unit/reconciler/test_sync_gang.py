@@ -26,6 +26,7 @@ from reconciler.mpijob.sync import Reconciler
 from reconciler.runtime.api_resources import PRIORITY_CLASSES
 from reconciler.settings import Settings
 from tests.unit.reconciler.test_sync import KEYS, NOW, World, created_condition, defaulted, new_mpijob
+from tests.unit.reconciler.test_sync_failure_policy import policy_job, running_status
 
 VOLCANO = GangScheduling("volcano")
 PLUGINS = GangScheduling("scheduler-plugins-scheduler")
@@ -273,3 +274,25 @@ async def test_a_quick_resume_waits_for_the_old_native_pod_group_to_go() -> None
     assert world.cluster.actions[writes:] == [
         ("create", "podgroups", "test"), ("create", "pods", "test-worker-0"), ("create", "pods", "test-worker-1"),
         ("update", "jobs", "test-launcher")], "the launcher Job resumed (its startTime was unset: no status write)"
+
+
+async def test_a_restart_makes_its_workers_only_once_the_old_native_pod_group_is_gone() -> None:
+    """After a failurePolicy restart's teardown (the old attempt's pods gone, the PodGroup not yet): nothing is
+    created; then the next attempt's workers and launcher Job start under a new PodGroup."""
+    status = {**running_status(restarts=1), "conditions": [created_condition()]}
+    del status["startTime"]
+    job = policy_job(status=status)
+    world = gang_world(job, NATIVE)
+    world.add_dependencies()
+    terminating_native_group(world, job)
+    await world.sync()
+    assert [a for a in world.cluster.actions if a[0] != "update_status"] == [("create", "workloads", "test")]
+    del world.cluster.server[("podgroups", "default", "test")]
+    world.cluster.catch_up()
+    writes = len(world.cluster.actions)
+    await world.sync()
+    assert [a for a in world.cluster.actions[writes:] if a[0] != "update_status"] == [
+        ("create", "podgroups", "test"), ("create", "pods", "test-worker-0"), ("create", "pods", "test-worker-1"),
+        ("create", "jobs", "test-launcher")]
+    assert world.cluster.created("pods", "test-worker-0")["metadata"]["labels"][
+        "mpijobs.kubeflow.org/restart-attempt"] == "1"

@@ -16,12 +16,12 @@ from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.mpijob.records import JobBook
 from reconciler.mpijob.status import Event
-from reconciler.runtime.api_resources import PODS
+from reconciler.runtime.api_resources import PODS, Resource
 from reconciler.runtime.client import KubeClient
 from reconciler.runtime.workqueue import WorkQueue
 from shared.api.conversion import canonical_json
 from shared.jsondict import JSONDict
-from tests.unit.reconciler.test_sync import T, World
+from tests.unit.reconciler.test_sync import T, World, new_mpijob
 from tests.unit.reconciler.test_sync_failure_policy import (
     ANNOTATION,
     DISRUPTED,
@@ -180,3 +180,21 @@ async def test_a_worker_preempted_while_the_job_runs_still_restarts_it() -> None
     world.cluster.catch_up()
     assert await world.sync() == "restarted"
     assert world.cluster.status_written()["restartCount"] == 1
+
+
+async def test_a_job_deleted_while_its_sync_ran_leaves_no_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The delete event (and its forget) arrives while a sync creates the job's pods: what that sync writes to the
+    record afterwards (its expectations) does not outlive the job."""
+    world = World(new_mpijob(workers=2))
+    create = world.cluster.create
+
+    async def deleted_meanwhile(resource: Resource, obj: JSONDict) -> JSONDict:
+        if world.caches.mpijobs.get("default", "test") is not None:
+            world.caches.mpijobs.delete("default", "test")
+            world.reconciler.shared.book.forget("job-uid")
+        return await create(resource, obj)
+
+    monkeypatch.setattr(world.cluster, "create", deleted_meanwhile)
+    await world.sync()
+    assert ("create", "pods", "test-worker-0") in world.cluster.actions
+    assert len(world.reconciler.shared.book) == 0

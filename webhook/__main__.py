@@ -51,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "and strings before it is parsed; costlier get 413. Keep it 190 MiB under the "
                              f"container's memory limit (default {DEFAULT_MAX_CONVERSION_COST_BYTES}: 512 MiB)")
     parser.add_argument("--max-concurrent-conversions", type=positive_int, default=DEFAULT_MAX_CONCURRENT_CONVERSIONS,
-                        help="ConversionReviews read and answered at once; others wait, unread "
-                             f"(default {DEFAULT_MAX_CONCURRENT_CONVERSIONS})")
+                        help="ConversionReviews (and AdmissionReviews of 256 KiB or more, or chunked) read and "
+                             f"answered at once; others wait, unread (default {DEFAULT_MAX_CONCURRENT_CONVERSIONS})")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="logfmt", choices=["logfmt", "json"])
     return parser

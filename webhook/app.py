@@ -14,7 +14,7 @@ from webhook.state import (
     ADMISSION_BODY_LIMIT,
     CONVERSION_BODY_LIMIT,
     CONVERSION_COST_LIMIT,
-    CONVERSION_GATE,
+    LARGE_REQUEST_GATE,
     METRICS,
     READY_CHECK,
 )
@@ -42,14 +42,14 @@ def create_app(
 ) -> web.Application:
     """The application with the admission and conversion endpoints, health endpoints and ``/metrics``. Each
     endpoint reads its body against its own limit (413 above it, chunked bodies too, counted while read);
-    ``/convert`` also refuses a review whose parse cost is over ``conversions.cost_bytes`` and answers
-    ``conversions.concurrent`` at a time. aiohttp's own ``client_max_size`` (for a handler that would read
-    the body whole) is the admission limit."""
+    ``/convert`` and large admission reviews are also refused when their parse cost is over
+    ``conversions.cost_bytes``, and take turns, ``conversions.concurrent`` at a time. aiohttp's own
+    ``client_max_size`` (for a handler that would read the body whole) is the admission limit."""
     app = web.Application(client_max_size=max_body_bytes)
     app[ADMISSION_BODY_LIMIT] = max_body_bytes
     app[CONVERSION_BODY_LIMIT] = max_conversion_body_bytes
     app[CONVERSION_COST_LIMIT] = conversions.cost_bytes
-    app[CONVERSION_GATE] = asyncio.Semaphore(conversions.concurrent)
+    app[LARGE_REQUEST_GATE] = asyncio.Semaphore(conversions.concurrent)
     app[METRICS] = metrics or WebhookMetrics()
     app[READY_CHECK] = ready_check
     app.router.add_post(MUTATE_PATH, handlers.admission_handler("mutate", admission.mutate))

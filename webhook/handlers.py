@@ -24,7 +24,7 @@ from webhook.state import (
     ADMISSION_BODY_LIMIT,
     CONVERSION_BODY_LIMIT,
     CONVERSION_COST_LIMIT,
-    CONVERSION_GATE,
+    LARGE_REQUEST_GATE,
     METRICS,
     READY_CHECK,
 )
@@ -37,6 +37,15 @@ DEFAULT_ADMISSION_BODY_LIMIT = 8 * 1024 * 1024
 DEFAULT_CONVERSION_BODY_LIMIT = 32 * 1024 * 1024
 
 
+# Bodies from this size up (and chunked ones) are read and answered in turn with the conversions (LARGE_REQUEST_GATE),
+# and decoded, handled and encoded in a thread, so that the event loop keeps answering /healthz, /readyz and small
+# admission reviews meanwhile (orjson holds the GIL only while it decodes or encodes).
+THREAD_BODY_BYTES = 256 * 1024
+# A body read while its request holds the gate and has not arrived in full by the time the API server gives up on
+# the call (30 s for a conversion; admission: the configurations' 5 s, and some room) gets 408, so that a client
+# sending slowly cannot keep the others waiting.
+CONVERSION_READ_SECONDS = 30.0
+ADMISSION_READ_SECONDS = 10.0
 _JSON_HEADERS = {"Content-Type": "application/json"}  # as content_type= sets it, without parsing it per answer
 
 
@@ -44,9 +53,13 @@ def _json(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(body), status=status, headers=_JSON_HEADERS)
 
 
+def _status_body(code: int, reason: str, message: str) -> bytes:
+    return orjson.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
+                         "reason": reason, "code": code})
+
+
 def _status(code: int, reason: str, message: str) -> web.Response:
-    return _json({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
-                  "reason": reason, "code": code}, status=code)
+    return web.Response(body=_status_body(code, reason, message), status=code, headers=_JSON_HEADERS)
 
 
 def admission_handler(operation: str, admit: AdmitFunction) -> Handler:
@@ -66,16 +79,49 @@ def admission_handler(operation: str, admit: AdmitFunction) -> Handler:
 
 
 async def _answer(request: web.Request, admit: AdmitFunction, log: dict[str, Any]) -> tuple[web.Response, str]:
+    length = request.content_length
+    if length is not None and length < THREAD_BODY_BYTES:  # the API server's usual review: read and answered now
+        return await _read_and_admit(request, admit, log, read_seconds=None)
+    # A large or chunked review takes its turn with the conversions (LARGE_REQUEST_GATE): one large body parsed at
+    # a time, so that two of them never add up past the memory limit.
+    gate = request.app.get(LARGE_REQUEST_GATE)
+    async with gate if gate is not None else contextlib.nullcontext():
+        return await _read_and_admit(request, admit, log, read_seconds=ADMISSION_READ_SECONDS)
+
+
+async def _read_and_admit(request: web.Request, admit: AdmitFunction, log: dict[str, Any],
+                          read_seconds: float | None) -> tuple[web.Response, str]:
     try:
-        body = await read_limited(request, request.app.get(ADMISSION_BODY_LIMIT, DEFAULT_ADMISSION_BODY_LIMIT))
+        async with asyncio.timeout(read_seconds):
+            body = await read_limited(request, request.app.get(ADMISSION_BODY_LIMIT, DEFAULT_ADMISSION_BODY_LIMIT))
     except web.HTTPRequestEntityTooLarge as error:
         message = f"request body too large for the MPIJob webhook: {error.text}"
         return _status(413, "RequestEntityTooLarge", message), "too_large"
+    except TimeoutError:
+        log["error"] = f"request body not received within {read_seconds:g} s"
+        return _status(408, "Timeout", log["error"]), "bad_request"
+    cost_limit = request.app.get(CONVERSION_COST_LIMIT)
+    if cost_limit is not None and len(body) >= THREAD_BODY_BYTES and (cost := parse_cost(body)) > cost_limit:
+        log["cost"] = cost
+        message = (f"request body too large for the MPIJob webhook: an AdmissionReview of {len(body)} bytes may take "
+                   f"up to {cost} bytes of memory to admit, over the webhook's limit of {cost_limit} "
+                   "(--max-conversion-cost-bytes)")
+        return _status(413, "RequestEntityTooLarge", message), "too_large"
+    if len(body) < THREAD_BODY_BYTES:
+        status, answer, result = _admit_body(body, admit, log)
+    else:
+        status, answer, result = await asyncio.to_thread(_admit_body, body, admit, log)
+    return web.Response(body=answer, status=status, headers=_JSON_HEADERS), result
+
+
+def _admit_body(body: bytes, admit: AdmitFunction, log: dict[str, Any]) -> tuple[int, bytes, str]:
+    """The HTTP status, encoded answer and result of an AdmissionReview body (no I/O: run in a thread for a large
+    one); fills ``log``."""
     try:
         review_request = admission.parse_review(body)
     except admission.BadReviewError as error:
         log["error"] = str(error)
-        return _status(400, "BadRequest", str(error)), "bad_request"
+        return 400, _status_body(400, "BadRequest", str(error)), "bad_request"
     uid = review_request["uid"]
     log.update(admission.log_fields(review_request), dry_run=bool(review_request.get("dryRun")))
     try:
@@ -83,34 +129,28 @@ async def _answer(request: web.Request, admit: AdmitFunction, log: dict[str, Any
     except Exception:
         logger.exception("admission failed", extra={"kv": {"uid": log["uid"]}})
         message = f"internal error in the MPIJob webhook while admitting request {log['uid']}; see the webhook's log"
-        return _json(admission.errored(uid, 500, message), status=500), "error"
+        return 500, orjson.dumps(admission.errored(uid, 500, message)), "error"
     if answer.patch_ops:
         log["patch_ops"] = answer.patch_ops
     if answer.errors:
         log["errors"] = len(answer.errors)
-    return _json(answer.review()), answer.outcome
+    return 200, orjson.dumps(answer.review()), answer.outcome
 
 
 ConvertFunction = Callable[[dict[str, Any]], tuple[dict[str, Any], int]]
-# Bodies from this size up are decoded, converted and encoded in a thread, so that the event loop keeps answering
-# /healthz, /readyz and admission meanwhile (orjson holds the GIL only while it decodes or encodes).
-THREAD_BODY_BYTES = 256 * 1024
-# A conversion's body is read while it holds the gate: one that has not arrived in full by the time the API server
-# gives up on the call (30 s) gets 408, so that a client sending slowly cannot keep the others waiting.
-CONVERSION_READ_SECONDS = 30.0
 
 
 def conversion_handler(convert: ConvertFunction = conversion.convert_review) -> Handler:
     """An aiohttp handler answering ConversionReviews (``POST /convert``): 200 with Success or Failed, 400 for a
     body that is not a ConversionReview, 408 for one not received within CONVERSION_READ_SECONDS, 413 above the
     size limit or the parse-cost limit; an unexpected error is a Failed result. At most the application's
-    CONVERSION_GATE of them are read and answered at once; the others wait, their bodies unread, in the order
+    LARGE_REQUEST_GATE of them are read and answered at once; the others wait, their bodies unread, in the order
     they came."""
 
     async def handle(request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
         log: dict[str, Any] = {"op": "convert", "uid": ""}
-        gate = request.app.get(CONVERSION_GATE)
+        gate = request.app.get(LARGE_REQUEST_GATE)
         async with gate if gate is not None else contextlib.nullcontext():
             if gate is not None:
                 log["waited_us"] = round((time.perf_counter() - started) * 1e6)

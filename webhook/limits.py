@@ -29,9 +29,10 @@ COST_PER_STRING: Final = 60
 class ConversionLimits:
     """What ``/convert`` takes on. ``cost_bytes``: the most one ConversionReview may cost (``parse_cost``); with
     the shipped 512 MiB memory limit, 60 MiB idle, 320 MiB for one conversion at its estimated worst and the rest
-    for admission meanwhile. That admits 20 MiB of realistic 11 KB MPIJobs, 27 MiB of the smallest MPIJobs, or
-    3.5 MiB of an array of empty objects. ``concurrent``: conversions read and answered at once; they hold the
-    GIL, so two at once take as long as one after the other, with twice the memory."""
+    for admission meanwhile. That admits 20 MiB of realistic 11 KB MPIJobs, 21 MiB of the smallest MPIJobs, or
+    8.4 MiB of an array of empty objects. ``concurrent``: conversions, and admission reviews of 256 KiB or more,
+    read and answered at once; they hold the GIL, so two at once take as long as one after the other, with twice
+    the memory."""
 
     cost_bytes: int = 320 * 1024 * 1024
     concurrent: int = 1

@@ -15,4 +15,5 @@ READY_CHECK: web.AppKey[ReadyCheck] = web.AppKey("ready_check")
 ADMISSION_BODY_LIMIT = web.AppKey("admission_body_limit", int)  # bytes of an AdmissionReview
 CONVERSION_BODY_LIMIT = web.AppKey("conversion_body_limit", int)  # bytes of a ConversionReview
 CONVERSION_COST_LIMIT = web.AppKey("conversion_cost_limit", int)  # bytes a ConversionReview may take (parse_cost)
-CONVERSION_GATE = web.AppKey("conversion_gate", asyncio.Semaphore)  # conversions read and answered at once
+# conversions, and admission reviews of handlers.THREAD_BODY_BYTES or more, read and answered at once
+LARGE_REQUEST_GATE = web.AppKey("large_request_gate", asyncio.Semaphore)

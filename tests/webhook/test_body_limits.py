@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import pytest
@@ -18,11 +18,11 @@ from shared.api import constants as c
 from tests.webhook.conftest import Client, review
 from tests.webhook.test_admission_http import big_job, minimal
 from tests.webhook.test_conversion_http import UID, conversion_review, converted, v2_job
-from webhook import handlers
+from webhook import admission, handlers
 from webhook.app import CONVERT_PATH, MUTATE_PATH, VALIDATE_PATH, create_app
 from webhook.limits import COST_PER_BYTE, COST_PER_CONTAINER, COST_PER_STRING, ConversionLimits, parse_cost
 from webhook.metrics import WebhookMetrics
-from webhook.state import CONVERSION_GATE, METRICS
+from webhook.state import LARGE_REQUEST_GATE, METRICS
 
 MiB = 1024 * 1024
 HEADERS = {"Content-Type": "application/json"}
@@ -113,8 +113,29 @@ async def test_every_failed_answer_counts_as_a_conversion_failure(aiohttp_client
     assert "mpijob_webhook_conversion_failures_total 3.0" in scrape
 
 
-def blocking_app(release: threading.Event, entered: threading.Event, concurrent: int) -> tuple[web.Application,
-                                                                                                 list[int]]:
+class WatchedGate(asyncio.Semaphore):
+    """A semaphore that counts the requests that had to wait for it."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(value)
+        self.waited = 0
+        self.changed = asyncio.Event()
+
+    async def acquire(self) -> Literal[True]:
+        if self.locked():
+            self.waited += 1
+            self.changed.set()
+        return await super().acquire()
+
+    async def waiting(self, count: int) -> None:
+        async with asyncio.timeout(30):
+            while self.waited < count:
+                self.changed.clear()
+                await self.changed.wait()
+
+
+def blocking_app(release: threading.Event, entered: threading.Event, concurrent: int,
+                 gate: asyncio.Semaphore | None = None) -> tuple[web.Application, list[int]]:
     """/convert and /healthz, with a conversion that waits for ``release`` (set ``entered`` on the way in) and
     records how many conversions run at once."""
     running: list[int] = [0]
@@ -133,8 +154,9 @@ def blocking_app(release: threading.Event, entered: threading.Event, concurrent:
 
     app = web.Application()
     app[METRICS] = WebhookMetrics()
-    app[CONVERSION_GATE] = asyncio.Semaphore(concurrent)
+    app[LARGE_REQUEST_GATE] = gate or asyncio.Semaphore(concurrent)
     app.router.add_post(CONVERT_PATH, handlers.conversion_handler(convert))
+    app.router.add_post(VALIDATE_PATH, handlers.admission_handler("validate", admission.validate_request))
     app.router.add_get("/healthz", handlers.healthz)
     return app, most
 
@@ -195,3 +217,30 @@ async def test_a_body_sent_too_slowly_gets_408_and_frees_the_gate(aiohttp_client
     resp = await client.post(CONVERT_PATH, data=orjson.dumps(conversion_review(c.API_VERSION_V2, [v2_job()])),
                              headers=HEADERS)
     assert (resp.status, orjson.loads(await resp.read())) == (200, converted([v2_job()]))
+
+
+async def test_a_large_admission_review_waits_for_its_turn_and_a_small_one_does_not(aiohttp_client: Any) -> None:
+    """Large bodies (handlers.THREAD_BODY_BYTES or more, or chunked) share the conversions' gate: never two parsed at
+    once. The API server's usual reviews are small and answered at once."""
+    release, entered, gate = threading.Event(), threading.Event(), WatchedGate(1)
+    app, _ = blocking_app(release, entered, concurrent=1, gate=gate)
+    client = await aiohttp_client(app)
+    converting = asyncio.create_task(client.post(CONVERT_PATH, data=large_review(), headers=HEADERS))
+    large = orjson.dumps(review(big_job(handlers.THREAD_BODY_BYTES)))
+    assert len(large) >= handlers.THREAD_BODY_BYTES
+    try:
+        assert await asyncio.to_thread(entered.wait, 30)
+        waiting = [asyncio.create_task(client.post(VALIDATE_PATH, data=large, headers=HEADERS)),
+                   asyncio.create_task(client.post(VALIDATE_PATH, data=chunked(orjson.dumps(review(minimal()))),
+                                                   headers=HEADERS))]
+        await gate.waiting(2)  # the large and the chunked review, both unread
+        small = await asyncio.wait_for(client.post(VALIDATE_PATH, data=orjson.dumps(review(minimal())),
+                                                   headers=HEADERS), 10)
+        assert (small.status, gate.waited, [task.done() for task in waiting]) == (200, 2, [False, False])
+    finally:
+        release.set()
+    assert (await converting).status == 200
+    uid = "0d5c4e1a-7b2f-4f55-9a53-1f4c7d9f0001"
+    for task in waiting:
+        resp = await task
+        assert (resp.status, orjson.loads(await resp.read())["response"]) == (200, {"uid": uid, "allowed": True})

@@ -5,6 +5,7 @@ resident memory of the process (VmHWM) under deploy/webhook/deployment.yaml's ``
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
@@ -18,7 +19,8 @@ import orjson
 import pytest
 import yaml
 
-from webhook.app import CONVERT_PATH, DEFAULT_MAX_CONVERSION_COST_BYTES, VALIDATE_PATH
+from tests.webhook.conftest import review
+from webhook.app import CONVERT_PATH, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONVERSION_COST_BYTES, VALIDATE_PATH
 from webhook.limits import parse_cost
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,3 +140,17 @@ async def test_the_largest_accepted_review_is_converted_under_the_memory_limit(
     assert (status, orjson.loads(answer)["response"]["result"]) == (200, {"status": "Success"})
     assert webhook.peak() < memory_limit(), (
         f"peak {webhook.peak() / MiB:.0f} MiB for {len(body) / MiB:.1f} MiB, limit {memory_limit() / MiB:.0f} MiB")
+
+
+async def test_a_full_admission_review_of_empty_objects_beside_the_costliest_conversion(webhook: Webhook) -> None:
+    """Large bodies take turns (LARGE_REQUEST_GATE): an 8 MiB AdmissionReview of empty objects, the costliest the
+    admission limit lets through, and the costliest accepted ConversionReview, sent at once, are never parsed side
+    by side."""
+    conversion = largest_review(lambda n: [{**TINY, "spec": {"x": [{}] * n}}], "kubeflow.org/v2beta1")
+    empty = orjson.dumps(review({**TINY, "spec": {"x": []}}))
+    admission = orjson.dumps(review({**TINY, "spec": {"x": [{}] * ((DEFAULT_MAX_BODY_BYTES - len(empty)) // 3)}}))
+    assert DEFAULT_MAX_BODY_BYTES - 3 < len(admission) <= DEFAULT_MAX_BODY_BYTES
+    (converted, answer), (admitted, _) = await asyncio.gather(post(webhook.url + CONVERT_PATH, conversion),
+                                                              post(webhook.url + VALIDATE_PATH, admission))
+    assert (converted, orjson.loads(answer)["response"]["result"], admitted) == (200, {"status": "Success"}, 200)
+    assert webhook.peak() < memory_limit(), f"peak {webhook.peak() / MiB:.0f} MiB, limit {memory_limit() / MiB:.0f} MiB"

@@ -234,11 +234,13 @@ class LocalCluster:
     # ---- faults: one component stopped and started again
     RESTARTABLE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
-    def restart(self, name: str, *, kill: bool = False, down_for: float = 0.0) -> float:
-        """Stop one component (SIGTERM, or SIGKILL with ``kill``), leave it down ``down_for`` seconds,
-        and start it again with the same command line: same ports, same data (etcd's data directory,
-        the PKI, the apiserver's audit log, which it appends to). Returns the seconds from the stop
-        until the component is healthy again; for etcd, until the apiserver is ready again too."""
+    def restart(self, name: str, *, kill: bool = False, down_for: float = 0.0, start_at: float | None = None) -> float:
+        """Stop one component (SIGTERM, or SIGKILL with ``kill``), leave it down ``down_for`` seconds
+        (or until ``start_at``, a ``time.monotonic()`` value: an outage timed from the stop's signal
+        however long the process takes to exit), and start it again with the same command line: same
+        ports, same data (etcd's data directory, the PKI, the apiserver's audit log, which it appends
+        to). Returns the seconds from the stop until the component is healthy again; for etcd, until
+        the apiserver is ready again too."""
         if name not in self.RESTARTABLE:
             raise HarnessError(f"cannot restart {name!r}: one of {', '.join(self.RESTARTABLE)}")
         index = next((i for i, p in enumerate(self.processes) if p.name == name), None)
@@ -250,6 +252,8 @@ class LocalCluster:
         self.timings[f"{name} stop"] = time.monotonic() - began
         if down_for:
             time.sleep(down_for)
+        if start_at is not None:
+            time.sleep(max(0.0, start_at - time.monotonic()))
         env = kwok.environment(self.work_dir / "kwok-home") if name == "kwok" else None
         proc = processes.start(name, old.record.argv, Path(old.record.log), env=env, cwd=self.work_dir,
                                die_with_parent=not self.detach)

@@ -12,7 +12,7 @@ from dataclasses import fields
 from hack.devcluster.supervisor import LIVENESS
 from reconciler.runtime.leader import LeaderElector
 from reconciler.runtime.startup import ApiWait, Backoff
-from tests.faults.test_api_outage import OUTAGE, STARTUP_OUTAGE
+from tests.faults.test_api_outage import LIVENESS_RESTART, OUTAGE, STARTUP_OUTAGE
 
 MARGIN = 10.0  # seconds each outage keeps beyond the longest of its bounds
 
@@ -50,5 +50,5 @@ def test_the_start_up_outage_outlasts_a_liveness_restart_and_the_capped_back_off
     sixth = sum(min(backoff.cap, backoff.initial * backoff.factor ** n) * (1 + backoff.jitter) for n in range(5))
     assert round(sixth, 1) == 18.6
     liveness = LIVENESS.initial_delay + LIVENESS.period * (LIVENESS.failures - 1)  # from the process's start
-    assert liveness == 30.0
-    assert max(sixth, liveness) <= STARTUP_OUTAGE
+    assert liveness == LIVENESS_RESTART == 30.0  # what the test checks the reconciler went without an API server
+    assert max(sixth, liveness) + MARGIN <= STARTUP_OUTAGE

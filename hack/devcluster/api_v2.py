@@ -10,8 +10,8 @@ and the conversion webhook at the Service mpi-operator/mpijob-webhook. Turning v
 a caBundle written by another field manager (cert-manager's cainjector, the reconciler's certificate rotation, an
 admin's patch) survives the apply of deploy/crds/, and a conversion webhook with strategy None is invalid.
 --force-conflicts: spec.versions is one atomic field, which kubectl takes over from whoever created the CRD
-otherwise (Helm, a client-side apply, this harness's own create). Both functions refresh kubectl's discovery cache (`kubectl api-resources`): a cached v2 would keep `kubectl get mpijobs`
-asking for a version that is gone.
+otherwise (Helm, a client-side apply, this harness's own create). Both functions refresh kubectl's discovery cache
+(`kubectl api-resources`): a cached v2 would keep `kubectl get mpijobs` asking for a version that is gone.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Helm (helm.sh/helm/v4, built by hack/build/build-helm.sh) and the chart deploy/chart/mpi-operator.
 
     helm = find_helm()                            # built on first use (~2 min on 2 cores), then cached
-    objects = render_chart(helm, value_flags({"reconciler.threadiness": "4"}))   # `helm template`, CRDs included
+    objects = render_chart(helm, value_flags({"reconciler.threadiness": "4"}))   # `helm template`, the CRD included
     objects = release_objects(helm, kubeconfig)   # `helm get manifest` of the installed release
 
 A release installed on a cluster of the harness, with its waits, is in operator_deploy.py (helm_install).
@@ -79,7 +79,7 @@ def render_chart(binary: Path, flags: Sequence[str] = ()) -> list[dict[str, Any]
 
 def release_objects(binary: Path, kubeconfig: Path, release: str = RELEASE,
                     namespace: str = RELEASE_NAMESPACE) -> list[dict[str, Any]]:
-    """The objects of the installed RELEASE as Helm recorded them (`helm get manifest`): its templates, never
-    the CRDs of crds/, which Helm does not track."""
+    """The objects of the installed RELEASE as Helm recorded them (`helm get manifest`): its templates, the CRD
+    included (crds.enabled)."""
     text = helm(binary, "get", "manifest", release, f"--namespace={namespace}", kubeconfig=kubeconfig)
     return [doc for doc in yaml.safe_load_all(text) if doc]

@@ -5,8 +5,9 @@
   section 2); remove: the operator's removal of docs/operator-guide.md#uninstall, `kubectl delete -k` of the
   same overlay, the webhook configurations first. The CRD stays, and with it every MPIJob and its pods.
 - helm_install, helm_upgrade, helm_uninstall: the same operator as the Helm release `mpi-operator` of
-  deploy/chart/mpi-operator (docs/operator-guide.md#with-helm), built-in certificates; `helm uninstall` leaves
-  the CRD too (Helm's convention for crds/).
+  deploy/chart/mpi-operator (docs/operator-guide.md#with-helm), built-in certificates; a CRD there already (applied
+  with kubectl) is adopted by the release first, as the guide says; `helm uninstall` leaves the CRD too (the
+  chart's crds.keep, Helm's keep policy).
 
 The images are `mpijob-operator/{webhook,reconciler}:dev`, built from Dockerfile.webhook and
 Dockerfile.reconciler by hack/build/build-operator-images.sh and imported into the node (IfNotPresent).
@@ -278,15 +279,30 @@ def helm_flags(certs: Path, values: Mapping[str, str] | None = None) -> list[str
 def helm_install(cluster: LocalCluster, binary: Path, work_dir: Path, values: Mapping[str, str] | None = None,
                  timeout: float = 180) -> dict[str, float]:
     """`helm install mpi-operator deploy/chart/mpi-operator` as docs/operator-guide.md#with-helm gives it, with
-    the built-in certificates (in WORK_DIR/webhook-certs, made once and kept for a reinstall) and the CRD's
-    conversion caBundle patched as it says; then the waits of `deploy`. The CRD, when there already, is left as
-    it is (Helm never touches an existing one). Returns the seconds of each step."""
+    the built-in certificates (in WORK_DIR/webhook-certs, made once and kept for a reinstall), a CRD there already
+    adopted first (adopt_crd); then the waits of `deploy`. Returns the seconds of each step."""
     began = time.monotonic()
     certs = certificates(work_dir / "webhook-certs")
+    adopt_crd(cluster)
     helm(binary, "install", RELEASE, str(CHART), f"--namespace={RELEASE_NAMESPACE}", *helm_flags(certs, values),
          kubeconfig=cluster.kubeconfig)
-    patch_crd_ca_bundle(cluster, (certs / "ca-bundle.b64").read_text().strip())
     return {"install": time.monotonic() - began, **wait_ready(cluster, timeout, began)}
+
+
+def adopt_crd(cluster: LocalCluster, release: str = RELEASE, namespace: str = RELEASE_NAMESPACE) -> bool:
+    """docs/operator-guide.md#with-helm: a CRD applied before (kubectl apply -k deploy/crds/, an earlier chart's
+    crds/, upstream's) gets Helm's ownership label and annotations, so that the release adopts it instead of
+    failing with "invalid ownership metadata". Whether there was a CRD to adopt."""
+    try:
+        cluster.rest.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}")
+    except ApiError as err:
+        if err.status == 404:
+            return False
+        raise
+    cluster.kubectl("label", "--overwrite", "crd", CRD_NAME, "app.kubernetes.io/managed-by=Helm", check=True)
+    cluster.kubectl("annotate", "--overwrite", "crd", CRD_NAME, f"meta.helm.sh/release-name={release}",
+                    f"meta.helm.sh/release-namespace={namespace}", check=True)
+    return True
 
 
 def helm_upgrade(cluster: LocalCluster, binary: Path, values: Mapping[str, str]) -> None:
@@ -297,7 +313,7 @@ def helm_upgrade(cluster: LocalCluster, binary: Path, values: Mapping[str, str])
 
 def helm_uninstall(cluster: LocalCluster, binary: Path, timeout: float = 180, *, clean_up: bool = True) -> bool:
     """`helm uninstall mpi-operator`, until the namespace is gone and nothing of the operator is left but the CRD
-    (which Helm never deletes); then, with CLEAN_UP, the ClusterRole Kubernetes may have re-created
+    (which the chart's keep policy leaves); then, with CLEAN_UP, the ClusterRole Kubernetes may have re-created
     (remove_recreated_role, whose answer it returns), as docs/operator-guide.md#uninstall says. Not `helm uninstall
     --wait`: it fails ("resource ClusterRole//kubeflow-mpijobs-admin still exists") when that role is re-created."""
     helm(binary, "uninstall", RELEASE, f"--namespace={RELEASE_NAMESPACE}", kubeconfig=cluster.kubeconfig)

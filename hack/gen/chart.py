@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Copy the chart's fixed objects from the kustomize base, deploy/, into deploy/chart/mpi-operator.
 
-The CRD (into the chart's crds/, which Helm installs but never templates, upgrades or deletes), the reconciler's
-ClusterRole and the aggregated user roles have no values, so the chart holds copies of deploy/'s files, each
-object given the labels its kustomization adds (deploy/crds/kustomization.yaml for the CRD, which is installed
-apart from the operator; deploy/kustomization.yaml for the rest); the files keep their comments. `--check` exits 1 when
-a copy is stale. The alert rules of deploy/monitoring are copied as they are into files/, which the PrometheusRule
-template reads. tests/unit/test_chart.py compares every object the chart renders with kustomize's.
+The reconciler's ClusterRole and the aggregated user roles have no values, so the chart holds copies of deploy/'s
+files, each object given the labels its kustomization adds (deploy/kustomization.yaml); the files keep their
+comments. The CRD (deploy/crds/, with the labels of deploy/crds/kustomization.yaml) and the JSON patch of the
+component deploy/components/api-v2 that turns kubeflow.org/v2 on go into files/crds/, which templates/crd.yaml reads
+(values crds.enabled, crds.keep, apiVersions.v2). The alert rules of deploy/monitoring are copied as they are into
+files/, which the PrometheusRule template reads. `--check` exits 1 when a copy is stale. tests/unit/test_chart.py
+compares every object the chart renders with kustomize's.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = REPO_ROOT / "deploy"
 CHART = DEPLOY / "chart" / "mpi-operator"
 COPIES = {  # source in deploy/ -> copy in the chart
-    "crds/kubeflow.org_mpijobs.yaml": "crds/kubeflow.org_mpijobs.yaml",
+    "crds/kubeflow.org_mpijobs.yaml": "files/crds/kubeflow.org_mpijobs.yaml",
     "rbac/cluster-role.yaml": "templates/cluster-role.yaml",
     "rbac/user-roles.yaml": "templates/user-roles.yaml",
 }
 VERBATIM = {  # source in deploy/ -> a file of the chart that templates read as data (.Files.Get), copied as it is
     "monitoring/prometheus-rules.yaml": "files/prometheus-rules.yaml",
+    "components/api-v2/crd-patch.yaml": "files/crds/api-v2-patch.yaml",
 }
+STALE = ("crds/kubeflow.org_mpijobs.yaml",)  # files of earlier layouts, removed (the CRD left crds/ for templates/)
 KUSTOMIZATIONS = {  # the kustomization that builds a source, by its first directory; deploy/ for the others
     "crds": DEPLOY / "crds" / "kustomization.yaml",
 }
@@ -91,6 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 with a diff if a copy is not up to date")
     args = parser.parse_args(argv)
     stale = 0
+    for old in (CHART / name for name in STALE if (CHART / name).exists()):
+        if args.check:
+            stale += 1
+            print(f"{old.relative_to(REPO_ROOT)}: no longer part of the chart", file=sys.stderr)
+        else:
+            old.unlink()
+            if old.parent != CHART and not any(old.parent.iterdir()):
+                old.parent.rmdir()
     for path, text in expected().items():
         current = path.read_text(encoding="utf-8") if path.exists() else ""
         if current == text:

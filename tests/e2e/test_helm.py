@@ -46,6 +46,7 @@ from hack.devcluster.realnode import RealNodeCluster
 from hack.devcluster.wait import wait_for
 from tests.e2e.held import held_pi, is_running, job_pods, launcher_job_uid, let_go, running_pods, wait_held
 from tests.e2e.jobs import apply, assert_pi, reconciler_syncs, run_to_success, upstream_pi
+from tests.e2e.reads import check_reads, plant
 
 CRD = ("CustomResourceDefinition", "", CRD_NAME)
 IMAGES = {WEBHOOK: "mpijob-operator/webhook:dev", RECONCILER: "mpijob-operator/reconciler:dev"}
@@ -108,9 +109,10 @@ def _wait_rolled_out(cluster: RealNodeCluster, name: str, old: set[str]) -> list
 
 
 def _expected_release(release: Release) -> set[Key]:
-    """What the release holds: every object the chart renders with the install's values, but the CRD."""
+    """What the release holds: every object the chart renders with the install's values, the CRD included (the
+    kustomize deploy's, adopted; crds.keep: left by `helm uninstall`)."""
     rendered = render_chart(release.binary, helm_flags(release.work_dir / "webhook-certs"))
-    return {key(doc) for doc in rendered} - {CRD}
+    return {key(doc) for doc in rendered}
 
 
 def test_helm_install_replaces_the_kustomize_deploy_and_runs_a_job(real_cluster: RealNodeCluster, release: Release,
@@ -128,7 +130,9 @@ def test_helm_install_replaces_the_kustomize_deploy_and_runs_a_job(real_cluster:
     (reconciler,) = _pods(real_cluster, RECONCILER)
     assert lease_holder(real_cluster).startswith(reconciler["metadata"]["name"])
     crd = real_cluster.rest.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}")
-    assert "meta.helm.sh/release-name" not in (crd["metadata"].get("annotations") or {}), "kept from kustomize"
+    assert {k: v for k, v in crd["metadata"]["annotations"].items() if "helm.sh/" in k} == {
+        "meta.helm.sh/release-name": RELEASE, "meta.helm.sh/release-namespace": RELEASE_NAMESPACE,
+        "helm.sh/resource-policy": "keep"}, "the kustomize deploy's CRD, adopted by the release"
 
     log, took = run_to_success(real_cluster, namespace, upstream_pi("openmpi", "pi"))
     assert_pi(log, ["pi-worker-0", "pi-worker-1"])
@@ -210,16 +214,18 @@ def test_helm_uninstall_leaves_exactly_the_crd(real_cluster: RealNodeCluster, re
     cluster_scoped = {k for k in map(key, objects) if not k[1]}
     assert {kind for kind, _, _ in cluster_scoped} == {
         "Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration",
-        "ValidatingWebhookConfiguration"}
+        "ValidatingWebhookConfiguration", "CustomResourceDefinition"}
+    planted = plant(real_cluster, "helm-uninstalled")
 
     helm_uninstall(real_cluster, release.binary, clean_up=False)
-    left = [key(doc) for doc in objects if exists(real_cluster, doc)]
+    left = [key(doc) for doc in objects if key(doc) != CRD and exists(real_cluster, doc)]  # the CRD is kept
     # At most the empty role kube-controller-manager may re-create (remove_recreated_role), which the guide's
     # uninstall deletes next; remove_recreated_role fails if it is anything else.
     assert set(left) <= {("ClusterRole", "", AGGREGATED_ROLE)}, "objects of the release that helm uninstall left"
     assert remove_recreated_role(real_cluster) == bool(left)
     print(f"\nhelm uninstall: an empty {AGGREGATED_ROLE} re-created by Kubernetes and deleted: {bool(left)}")
-    assert not any(exists(real_cluster, doc) for doc in objects)
+    assert [key(doc) for doc in objects if exists(real_cluster, doc)] == [CRD]
     assert operator_objects(real_cluster) == {CRD}
     assert helm(release.binary, "list", "--all-namespaces", "--short", "--uninstalled", "--uninstalling", "--pending",
                 kubeconfig=real_cluster.kubeconfig).split() == []
+    check_reads(real_cluster, planted)  # after the documented uninstall: the CRD alone

@@ -4,6 +4,8 @@
   mid-job leaves the CRD, the MPIJob, its launcher Job and its worker pods running; deploying it again (the CRD
   step, then deploy/) adopts the job, which completes with the same pods.
 - The full removal deletes every job on purpose: the MPIJobs, then the operator, then the CRD last.
+- With the CRD alone (the operator removed) and with the webhook scaled to zero, kubectl get/describe/delete of
+  MPIJobs, cascading deletion and namespace deletion work as with upstream's CRD (tests/e2e/reads.py).
 
 Each test leaves the operator deployed again with kustomize (the CRD first), for the package's later tests.
 The Helm path is tests/e2e/test_helm.py.
@@ -22,15 +24,18 @@ from hack.devcluster.operator_deploy import (
     AGGREGATED_ROLE,
     CRD_NAME,
     NAMESPACE,
+    WEBHOOK,
     deploy,
     operator_objects,
     purge,
     remove,
+    wait_ready,
 )
 from hack.devcluster.realnode import RealNodeCluster
 from hack.devcluster.wait import wait_for
 from tests.e2e.held import held_pi, is_running, job_pods, launcher_job_uid, let_go, running_pods, wait_held
 from tests.e2e.jobs import apply, assert_pi, reconciler_syncs
+from tests.e2e.reads import check_reads, plant
 
 CRD = ("CustomResourceDefinition", "", CRD_NAME)
 
@@ -64,6 +69,7 @@ def test_operator_removed_mid_job_keeps_it_and_a_redeploy_completes_it(real_clus
     before = wait_held(real_cluster, namespace, "pi")
     wait_for(lambda: is_running(real_cluster, namespace, "pi"), 60, 0.5, what="the job's Running condition")
     launcher = launcher_job_uid(real_cluster, namespace, "pi")
+    planted = plant(real_cluster, "crd-alone")
 
     began = time.monotonic()
     recreated = remove(real_cluster, redeployed)  # kubectl delete -k, the webhook configurations first
@@ -73,6 +79,7 @@ def test_operator_removed_mid_job_keeps_it_and_a_redeploy_completes_it(real_clus
     assert get_job(real_cluster, namespace, "pi")["metadata"]["name"] == "pi"
     assert running_pods(real_cluster, namespace, "pi") == before
     assert launcher_job_uid(real_cluster, namespace, "pi") == launcher
+    check_reads(real_cluster, planted)  # the CRD alone: nothing of ours in the read path
 
     timings = deploy(real_cluster, redeployed)  # kubectl apply -k deploy/crds/, then deploy/
     print(f"deployed again: {timings}")
@@ -87,6 +94,20 @@ def test_operator_removed_mid_job_keeps_it_and_a_redeploy_completes_it(real_clus
     assert outcome == "Succeeded", f"{conditions(final)}\n{diagnostics(real_cluster, namespace)}"
     assert_pi(launcher_log(real_cluster, namespace, "pi"), ["pi-worker-0", "pi-worker-1"])
     assert set(job_pods(real_cluster, namespace, "pi").items()) <= set(before.items()), "no pod made twice"
+
+
+def test_reads_with_the_webhook_scaled_to_zero(real_cluster: RealNodeCluster) -> None:
+    """The webhook Deployment at zero replicas, its configurations still registered: writes of MPIJobs are refused
+    (the validating webhook fails closed), reads and deletions work."""
+    planted = plant(real_cluster, "webhook-zero")
+    pods = f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app.kubernetes.io/name={WEBHOOK}"
+    real_cluster.kubectl("-n", NAMESPACE, "scale", "deployment", WEBHOOK, "--replicas=0", check=True)
+    try:
+        wait_for(lambda: not real_cluster.rest.get(pods)["items"], 120, 0.5, what="no webhook pod left")
+        check_reads(real_cluster, planted)
+    finally:
+        real_cluster.kubectl("-n", NAMESPACE, "scale", "deployment", WEBHOOK, "--replicas=2", check=True)
+        wait_ready(real_cluster)
 
 
 def test_full_removal_deletes_every_job_then_the_crd(real_cluster: RealNodeCluster, namespace: str,

@@ -6,7 +6,8 @@ applied unchanged) and image name (mpioperator/mpi-operator:0.8.2, the binary of
 by hack/build/build-peer-image.sh). Back to upstream, then forward to ours: each is a rolling update of the
 same Deployment `mpi-operator/mpi-operator` (our selector is upstream's), the Lease `mpi-operator` passes
 to the new pod, and the job started under the Go operator finishes under ours with the same worker pods
-and launcher Job.
+and launcher Job. After the rollback to the Go operator and after the upgrade to ours, kubectl get/describe/delete
+of MPIJobs, cascading deletion and namespace deletion work (tests/e2e/reads.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from hack.devcluster.operator_deploy import CRDS, NAMESPACE, RECONCILER, lease_h
 from hack.devcluster.realnode import RealNodeCluster, ctr
 from hack.devcluster.wait import wait_for
 from tests.e2e.jobs import apply, assert_pi, upstream_pi
+from tests.e2e.reads import check_reads, plant
 
 DEPLOYMENT = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{RECONCILER}"
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/mpi-operator"
@@ -120,6 +122,7 @@ def test_upstream_and_back_to_ours_while_a_job_runs(real_cluster: RealNodeCluste
     assert real_cluster.rest.get(DEPLOYMENT)["metadata"]["uid"] == deployment_uid, "the same Deployment, updated"
     assert real_cluster.rest.get(LEASE)["spec"]["leaseTransitions"] == transitions + 1
     assert go_pod["spec"]["containers"][0]["args"] == ["-alsologtostderr", "--lock-namespace=mpi-operator"]
+    check_reads(real_cluster, plant(real_cluster, "rolled-back"))  # no webhook of ours left in any read path
 
     # A job started by the Go operator ...
     apply(real_cluster, namespace, _sleepy_pi())
@@ -143,3 +146,4 @@ def test_upstream_and_back_to_ours_while_a_job_runs(real_cluster: RealNodeCluste
     assert outcome == "Succeeded", conditions(final)
     assert_pi(launcher_log(real_cluster, namespace, "pi"), ["pi-worker-0", "pi-worker-1"])
     assert final["status"]["replicaStatuses"]["Launcher"].get("succeeded") == 1
+    check_reads(real_cluster, plant(real_cluster, "upgraded"))  # after the upgrade from upstream to ours

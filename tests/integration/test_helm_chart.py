@@ -1,7 +1,8 @@
-"""The Helm chart on a real API server: `helm install` creates every object the chart renders (the CRD from its
-crds/ directory included) and the API server accepts them all, `helm upgrade` changes a value in place, and
-`helm uninstall` removes everything but the CRD (Helm's convention for crds/), and the guide's clean-up the
-ClusterRole Kubernetes may re-create (hack/devcluster/operator_deploy.py, remove_recreated_role).
+"""The Helm chart on a real API server: `helm install` creates every object the chart renders (the CRD included)
+and the API server accepts them all, `helm upgrade` changes a value in place, and `helm uninstall` removes
+everything but the CRD (crds.keep: Helm's keep policy), and the guide's clean-up the ClusterRole Kubernetes may
+re-create (hack/devcluster/operator_deploy.py, remove_recreated_role). A CRD applied with kubectl before is
+adopted as the guide says, and `helm upgrade` turns kubeflow.org/v2 on and off (apiVersions.v2).
 
 The chart's webhook configurations and its cluster-wide objects have the names of the operator the other
 integration tests deploy, so this test runs on a control plane of its own (one kwok node, no MPIJob CRD
@@ -11,6 +12,7 @@ The images never run: kwok plays the pods.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -20,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from hack.devcluster import HarnessError, LocalCluster, wait_for
+from hack.devcluster import HarnessError, LocalCluster, api_v2, wait_for
 from hack.devcluster.binaries import find_bin_dir
 from hack.devcluster.helm import CHART, RELEASE, find_helm, helm, render_chart, value_flags
-from hack.devcluster.operator_deploy import AGGREGATED_ROLE, remove_recreated_role
+from hack.devcluster.operator_deploy import AGGREGATED_ROLE, CRDS, adopt_crd, remove_recreated_role
 
 Doc = dict[str, Any]
 CRD = "customresourcedefinition.apiextensions.k8s.io/mpijobs.kubeflow.org"
@@ -121,3 +123,41 @@ def test_only_the_empty_recreated_role_is_cleaned_up(own_cluster: LocalCluster) 
             remove_recreated_role(own_cluster)
     finally:
         own_cluster.kubectl("delete", "clusterrole", AGGREGATED_ROLE, check=True)
+
+
+def serving(cluster: LocalCluster, versions: list[str]) -> bool:
+    return api_v2.served_versions(cluster) == versions
+
+
+def test_an_existing_crd_is_adopted_and_v2_turned_on_and_off(own_cluster: LocalCluster, helm_binary: Path,
+                                                             certificate_files: dict[str, Path]) -> None:
+    """The CRD applied with kubectl (the kustomize path, or an earlier chart's crds/): `helm install` refuses it
+    until it is adopted (docs/operator-guide.md#with-helm); then apiVersions.v2 adds v2 and the conversion webhook
+    with the built-in caBundle, and takes them away again; `helm uninstall` leaves the CRD."""
+    kubeconfig = own_cluster.kubeconfig
+    own_cluster.kubectl("delete", "crd", "mpijobs.kubeflow.org", "--ignore-not-found", check=True)
+    own_cluster.kubectl("apply", "--server-side", "-k", str(CRDS), check=True)
+    flags = value_flags({"certificates.mode": "builtIn"}, files=certificate_files)
+    with pytest.raises(HarnessError, match="invalid ownership metadata"):
+        helm(helm_binary, "install", RELEASE, str(CHART), "--namespace=default", *flags, kubeconfig=kubeconfig)
+    assert adopt_crd(own_cluster)
+    helm(helm_binary, "install", RELEASE, str(CHART), "--namespace=default", *flags, kubeconfig=kubeconfig)
+    try:
+        assert api_v2.served_versions(own_cluster) == ["v2beta1"]
+        bundle = certificate_files["certificates.builtIn.caBundle"].read_text().strip()
+        for v2, served in (("true", ["v2", "v2beta1"]), ("false", ["v2beta1"])):
+            # --force-conflicts: spec.versions, one atomic field, is co-owned by kubectl's apply before the adoption
+            helm(helm_binary, "upgrade", RELEASE, str(CHART), "--namespace=default", "--reuse-values",
+                 "--force-conflicts", f"--set=apiVersions.v2={v2}", kubeconfig=kubeconfig)
+            wait_for(functools.partial(serving, own_cluster, served), timeout=30, what=f"kubeflow.org serving {served}")
+            conversion = own_cluster.rest.get(api_v2.CRD_PATH)["spec"]["conversion"]
+            assert conversion == ({"strategy": "None"} if v2 == "false" else {
+                "strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": {
+                    "caBundle": bundle, "service": {"name": "mpijob-webhook", "namespace": "mpi-operator",
+                                                    "path": "/convert", "port": 443}}}})
+    finally:
+        helm(helm_binary, "uninstall", RELEASE, "--namespace=default", kubeconfig=kubeconfig)
+        wait_for(lambda: not own_cluster.rest.get("/api/v1/namespaces?fieldSelector=metadata.name=mpi-operator")[
+            "items"], timeout=120, what="the namespace mpi-operator deleted")
+        remove_recreated_role(own_cluster)
+    assert api_v2.served_versions(own_cluster) == ["v2beta1"]  # the CRD left by helm uninstall

@@ -16,6 +16,7 @@ from tests.unit.test_chart import (
     Key,
     changes,
     kustomize,
+    kustomize_crds,
     render,
 )
 
@@ -64,7 +65,7 @@ def test_the_flags_parse_as_the_defaults_of_the_reconciler() -> None:
 
 def test_the_chart_renders_the_overlay_with_certificates_mode_reconciler() -> None:
     chart = render(tuple(value_flags({"certificates.mode": "reconciler"})))
-    expected = {**kustomize("deploy/crds"), **kustomize("deploy/certs/builtin")}
+    expected = {**kustomize_crds(), **kustomize("deploy/certs/builtin")}
     assert changes(expected, chart) == {}
 
 

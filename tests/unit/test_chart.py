@@ -1,8 +1,9 @@
 """The Helm chart deploy/chart/mpi-operator: its default values render exactly the objects of `kubectl
-kustomize deploy/` (its templates) and `kubectl kustomize deploy/crds/` (its crds/: the CRD is installed and removed
-apart from the operator, on both paths), each value changes exactly what it should, and values.schema.json
-refuses bad values with a message naming the value. Needs helm (hack/build/build-helm.sh, from the Go module
-proxy) and kubectl (the control-plane binaries); skipped, saying why, without them."""
+kustomize deploy/crds/` and `kubectl kustomize deploy/`, the CRD with Helm's keep policy besides (so `helm
+uninstall` leaves it, as `kubectl delete -k deploy/` does); apiVersions.v2 renders `kubectl kustomize deploy/crds-v2/`;
+each value changes exactly what it should, and values.schema.json refuses bad values with a message naming the value.
+Needs helm (hack/build/build-helm.sh, from the Go module proxy) and kubectl (the control-plane binaries); skipped,
+saying why, without them."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ CERT_MANAGER = (("Issuer", "mpi-operator", "mpijob-selfsigned"), ("Issuer", "mpi
                 ("Certificate", "mpi-operator", "mpijob-webhook-ca"), ("Certificate", "mpi-operator", "mpijob-webhook"))
 TLS_SECRET = ("Secret", "mpi-operator", "mpijob-webhook-tls")
 PRIORITY_CLASS = ("PriorityClass", "", "mpi-operator-critical")
+CRD = ("CustomResourceDefinition", "", "mpijobs.kubeflow.org")
+KEEP = {"helm.sh/resource-policy": "keep"}  # crds.keep (default true): `helm uninstall` leaves the CRD
 POD = "spec.template.spec"
 CONTAINER = "spec.template.spec.containers[0]"
 CA_BUNDLE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
@@ -77,9 +80,21 @@ def kustomize(directory: str) -> dict[Key, Doc]:
     return by_key([d for d in yaml.safe_load_all(proc.stdout) if d])
 
 
+def kept(objects: dict[Key, Doc]) -> dict[Key, Doc]:
+    """OBJECTS with Helm's keep policy added to the CRD's annotations, as the chart renders it (crds.keep)."""
+    crd = objects[CRD]
+    annotations = {**(crd["metadata"].get("annotations") or {}), **KEEP}
+    return {**objects, CRD: {**crd, "metadata": {**crd["metadata"], "annotations": annotations}}}
+
+
+def kustomize_crds(directory: str = "deploy/crds") -> dict[Key, Doc]:
+    """`kubectl kustomize DIRECTORY` (deploy/crds, or deploy/crds-v2 with v2 on) as the chart renders it."""
+    return kept(kustomize(directory))
+
+
 def kustomize_base() -> dict[Key, Doc]:
     """Both kustomize steps of an install: the CRD (deploy/crds/), then the operator (deploy/)."""
-    crds, operator = kustomize("deploy/crds"), kustomize("deploy")
+    crds, operator = kustomize_crds(), kustomize("deploy")
     assert not crds.keys() & operator.keys()
     return {**crds, **operator}
 
@@ -137,22 +152,38 @@ def test_default_values_render_the_kustomize_base_object_by_object() -> None:
                              f"`kubectl kustomize deploy/`: {differing}")
 
 
-def test_crds_are_in_the_charts_crds_directory() -> None:
-    """Helm installs crds/ before the templates and never upgrades or deletes it; no template holds a CRD."""
-    without_crds = by_key([d for d in yaml.safe_load_all(helm(helm_binary(), "template", "x", str(CHART))) if d])
-    crds = {key for key in default_render() if key[0] == "CustomResourceDefinition"}
-    assert crds == {("CustomResourceDefinition", "", "mpijobs.kubeflow.org")}
-    assert not crds & without_crds.keys()
-
-
-def test_crds_and_templates_match_the_two_kustomize_steps() -> None:
-    """The chart's crds/ is `kubectl kustomize deploy/crds/` and its templates are `kubectl kustomize deploy/`: on
-    both paths, removing the operator (helm uninstall, kubectl delete -k deploy/) leaves the CRD and the MPIJobs."""
+def test_the_crd_is_a_template_kept_on_uninstall() -> None:
+    """The CRD is a template (so that values can turn v2 on), not in crds/, which Helm never upgrades; Helm's keep
+    policy makes `helm uninstall` leave it, as removing the operator with kubectl leaves deploy/crds/."""
     templates = by_key([d for d in yaml.safe_load_all(helm(helm_binary(), "template", "x", str(CHART))) if d])
-    crds = {key: doc for key, doc in default_render().items() if key not in templates}
-    assert crds == kustomize("deploy/crds")
-    assert sorted(templates) == sorted(kustomize("deploy"))
+    assert templates == default_render()
+    assert [key for key in templates if key[0] == "CustomResourceDefinition"] == [CRD]
+    assert templates[CRD]["metadata"]["annotations"] == KEEP
+    assert not (CHART / "crds").exists()
     assert not [key for key in kustomize("deploy") if key[0] == "CustomResourceDefinition"]
+
+
+def test_api_v2_renders_the_v2_overlay() -> None:
+    """apiVersions.v2 renders the CRD of `kubectl kustomize deploy/crds-v2/` (the component deploy/components/api-v2:
+    the v2 version, the conversion webhook, cert-manager's CA injection), and nothing else changes."""
+    v2 = render(tuple(value_flags({"apiVersions.v2": "true"})))
+    assert v2 == {**default_render(), **kustomize_crds("deploy/crds-v2")}
+    assert [v["name"] for v in v2[CRD]["spec"]["versions"]] == ["v2beta1", "v2"]
+
+
+@pytest.mark.parametrize("mode", ["builtIn", "reconciler"])
+def test_api_v2_with_built_in_certificates(mode: str) -> None:
+    """No cert-manager: no CA injection annotation; the conversion webhook gets the built-in caBundle (builtIn) or is
+    left for the reconciler to fill (reconciler), as the webhook configurations are."""
+    values = {"certificates.mode": mode, "apiVersions.v2": "true"}
+    values |= {"certificates.builtIn.caBundle": CA_BUNDLE} if mode == "builtIn" else {}
+    crd = render(tuple(value_flags(values)))[CRD]
+    expected = kustomize_crds("deploy/crds-v2")[CRD]
+    assert crd["metadata"]["annotations"] == KEEP
+    client = {**expected["spec"]["conversion"]["webhook"]["clientConfig"],
+              **({"caBundle": CA_BUNDLE} if mode == "builtIn" else {})}
+    assert crd["spec"]["conversion"]["webhook"]["clientConfig"] == client
+    assert crd["spec"]["versions"] == expected["spec"]["versions"]
 
 
 VALUE_CASES: list[tuple[str, dict[str, str], dict[Key, set[str]]]] = [
@@ -196,6 +227,10 @@ VALUE_CASES: list[tuple[str, dict[str, str], dict[Key, set[str]]]] = [
      {NAMESPACE: {"metadata.labels.pod-security.kubernetes.io/enforce",
                   "metadata.labels.pod-security.kubernetes.io/audit"}}),
     ("no-namespace", {"namespace.create": "false"}, {NAMESPACE: {"(removed)"}}),
+    ("no-crd", {"crds.enabled": "false"}, {CRD: {"(removed)"}}),
+    ("crd-not-kept", {"crds.keep": "false"}, {CRD: {"metadata.annotations"}}),
+    ("api-v2", {"apiVersions.v2": "true"}, {CRD: {"metadata.annotations.cert-manager.io/inject-ca-from",
+                                                   "spec.conversion", "spec.versions[1]"}}),
     ("built-in-certificates", {"certificates.mode": "builtIn", "certificates.builtIn.caBundle": CA_BUNDLE},
      {**{key: {"(removed)"} for key in CERT_MANAGER},
       **{key: {"metadata.annotations", "webhooks[0].clientConfig.caBundle"} for key in (MUTATING, VALIDATING)}}),
@@ -274,6 +309,8 @@ REJECTIONS: list[tuple[str, dict[str, str], list[str]]] = [
      ["at '/namespace/podSecurity/enforce': value must be one of '', 'privileged', 'baseline', 'restricted'"]),
     ("misspelt-value", {"reconciler.threads": "4"}, ["at '/reconciler': additional properties 'threads' not allowed"]),
     ("numeric-tag", {"webhook.image.tag": "1"}, ["at '/webhook/image/tag': got number, want string"]),
+    ("api-v2-text", {"apiVersions.v2": "yes"}, ["at '/apiVersions/v2': got string, want boolean"]),
+    ("misspelt-crds", {"crds.install": "true"}, ["at '/crds': additional properties 'install' not allowed"]),
 ]
 
 

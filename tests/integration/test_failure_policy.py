@@ -221,10 +221,10 @@ def test_the_workers_a_suspension_deleted_are_no_failures_after_the_resume(
             content_type="application/merge-patch+json")
     jobs.wait_condition("held", "Suspended", timeout=30)
     jobs.patch("held", {"spec": {"runPolicy": {"suspend": False}}})
-    def resumed() -> JSON | None:  # the resume's sync judged the pods: Suspended no longer True
+    def resumed() -> JSON | None:  # the resume's sync judged the pods: Suspended no longer True, or a restart
         status: JSON = jobs.get("held").get("status") or {}
         kinds = {c["type"] for c in status.get("conditions") or [] if c["status"] == "True"}
-        return status if "Suspended" not in kinds else None
+        return status if "Suspended" not in kinds or "Restarting" in kinds or status.get("restartCount") else None
 
     status = until(resumed, timeout=30, what="held resumed")
     assert (status.get("restartCount"), "Restarting" in {c["type"] for c in status["conditions"]}) == (0, False)

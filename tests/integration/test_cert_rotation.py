@@ -1,15 +1,26 @@
 """Built-in certificates that renew themselves, on the real control plane (issue 29).
 
 The reconciler runs with ``--manage-webhook-certificates`` and certificates that live minutes (a serving
-certificate of 2 minutes renewed 80 s ahead, a CA of 4 minutes renewed 150 s ahead), under its ServiceAccount's token
+certificate of 2 minutes renewed 80 s ahead, a CA of 150 s renewed 105 s ahead), under its ServiceAccount's token
 bound to ``deploy/rbac`` and ``deploy/certs/builtin/rbac.yaml``. Our webhook process serves from a directory updated
 the way kubelet updates a Secret volume (a new timestamped directory, the ``..data`` link swapped atomically, the
 items tls.crt and tls.key only), each Secret version delivered after a random delay of up to 45 s, as kubelet's sync
 does. The shipped webhook configurations and the CRD's conversion webhook point at that process, without a caBundle:
-the rotator fills them. For six minutes a loop makes admission requests (a valid MPIJob created with dryRun, an
+the rotator fills them. For 3.5 minutes a loop makes admission requests (a valid MPIJob created with dryRun, an
 invalid one refused by our validator) and conversion requests (MPIJobs listed through kubeflow.org/v2); every failure
 is counted and printed, and there must be none, over at least two CA renewals, a CA dropped at its expiry and several
 serving certificates, with the three caBundles following the Secret.
+
+The lifetimes, and what bounds them. The serving certificate's (unchanged) are bound to the emulated kubelet's
+delay: renewed 80 s ahead, a certificate reaches the webhook before it expires even when its issue waits 15 s for a
+new CA to settle and kubelet delivers it 45 s late. The CA's are bound by that only: renewed 105 s ahead (more than
+the serving certificate's 80 s, as the rotator requires), the last certificate a CA signed, replaced once its
+successor has settled (15 s), reaches the webhook (within 45 s) 45 s before the CA expires. The CA is thus renewed
+every 45 s, and 210 s of traffic see the CA rotations that 360 s saw with a CA of 4 minutes renewed 150 s ahead
+(every 90 s): 4 renewals (5 CAs) and 2 CAs dropped at their expiry (150 and 195 s after the first was made). A
+serving certificate, due 40 s after its issue, now finds the next CA made and waits for it to settle, so one is
+issued per CA: 6 versions in 210 s instead of 9 in 360 s, each but the first two current for 45 s, kubelet's longest
+delay, so that each is delivered; at least 4 served are checked, as before.
 
 Not on the real node: its machine lock is shared with every e2e run; here the kubelet is emulated as described, with
 delays longer than the real node's (whose kubelet syncs every 10 s).
@@ -56,8 +67,8 @@ CONFIGURATIONS = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations
                   "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/mpijobs.kubeflow.org"
 FLAGS = ["--manage-webhook-certificates", "--webhook-cert-duration=2m", "--webhook-cert-renew-before=80s",
-         "--webhook-ca-duration=4m", "--webhook-ca-renew-before=150s", "--webhook-cert-extra-dns-names=localhost"]
-RUN_FOR = 360.0  # seconds of traffic
+         "--webhook-ca-duration=150s", "--webhook-ca-renew-before=105s", "--webhook-cert-extra-dns-names=localhost"]
+RUN_FOR = 210.0  # seconds of traffic: the fifth CA (180 s) and the second CA dropped (195 s), with a margin
 MAX_KUBELET_DELAY = 45.0
 JSON = dict[str, Any]
 

@@ -42,9 +42,9 @@ from reconciler.mpijob.failure_policy import failure_policy_of, with_attempt
 from shared.api import MPIJob, admission_warnings, defaulted_dict, parse_mpijob, validate
 from shared.api import constants as c
 from shared.api.conversion import convert
-from shared.api.failure_policy import version_errors
 from shared.api.field_errors import FieldError, capped
 from shared.api.v2types import MPIJobV2
+from shared.api.version_validation import version_errors
 from shared.jsondict import JSONDict
 
 API_VERSIONS = {"Pod": "v1", "Service": "v1", "ConfigMap": "v1", "Secret": "v1", "Job": "batch/v1"}

@@ -24,12 +24,14 @@ from shared.api import (
     defaults_patch,
     invalid_status,
     parse_mpijob,
+    shown,
     validate,
     validate_update,
 )
 from shared.api import constants as c
-from shared.api.failure_policy import annotation_warnings, canonical_annotation, version_errors
+from shared.api.v2_spec_annotation import annotation_warnings, canonical_annotation
 from shared.api.v2types import MPIJobV2
+from shared.api.version_validation import version_errors
 from shared.jsondict import JSONDict
 
 REVIEW_API_VERSION: Final = "admission.k8s.io/v1"
@@ -66,7 +68,8 @@ def parse_review(body: bytes) -> JSONDict:
     if review.get("apiVersion") != REVIEW_API_VERSION or review.get("kind") != REVIEW_KIND:
         raise BadReviewError(
             f"expected apiVersion {REVIEW_API_VERSION} kind {REVIEW_KIND}, "
-            f"got apiVersion {shown(review.get('apiVersion'))} kind {shown(review.get('kind'))}"
+            f"got apiVersion {shown.identifier(review.get('apiVersion'))} "
+            f"kind {shown.identifier(review.get('kind'))}"
         )
     request = review.get("request")
     if not isinstance(request, dict):
@@ -107,20 +110,6 @@ def _kept(value: object, has_its_form: Callable[[str], object]) -> bool:
 
 def _described(value: object) -> str:
     return f"<{len(value)} characters>" if isinstance(value, str) else "<not a string>"
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9./-]{0,62}").fullmatch
-
-
-def shown(value: object) -> str:
-    """A client's apiVersion or kind for an error message: echoed when it looks like one, else described,
-    so that whatever a client put there (a key, a token, megabytes) never reaches a log line."""
-    if value is None or (isinstance(value, str) and _IDENTIFIER(value)):
-        return repr(value)
-    if isinstance(value, str):
-        return f"a string of {len(value)} characters"
-    kinds = {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number"}
-    return kinds.get(type(value), "a value")
 
 
 def mutate(request: JSONDict) -> Admission:

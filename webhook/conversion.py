@@ -12,9 +12,10 @@ from typing import Any, Final
 
 import orjson
 
+from shared.api import shown
 from shared.api.conversion import ConversionError, convert
 from shared.jsondict import JSONDict
-from webhook.admission import BadReviewError, shown
+from webhook.admission import BadReviewError
 
 REVIEW_API_VERSION: Final = "apiextensions.k8s.io/v1"
 REVIEW_KIND: Final = "ConversionReview"
@@ -30,8 +31,8 @@ def parse_conversion_review(body: bytes) -> JSONDict:
     if not isinstance(review, dict):
         raise BadReviewError("request body must be a JSON object (a ConversionReview)")
     if review.get("apiVersion") != REVIEW_API_VERSION or review.get("kind") != REVIEW_KIND:
-        raise BadReviewError(f"expected apiVersion {REVIEW_API_VERSION} kind {REVIEW_KIND}, got apiVersion "
-                             f"{shown(review.get('apiVersion'))} kind {shown(review.get('kind'))}")
+        got = f"apiVersion {shown.identifier(review.get('apiVersion'))} kind {shown.identifier(review.get('kind'))}"
+        raise BadReviewError(f"expected apiVersion {REVIEW_API_VERSION} kind {REVIEW_KIND}, got {got}")
     request = review.get("request")
     if not isinstance(request, dict):
         raise BadReviewError("ConversionReview.request must be an object")

@@ -18,6 +18,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from shared.api import shown
 from webhook import admission, conversion
 from webhook.limits import parse_cost, read_limited
 from webhook.state import (
@@ -202,7 +203,8 @@ def _convert_body(body: bytes, convert: ConvertFunction, log: dict[str, Any]) ->
         return 400, orjson.dumps(conversion.bad_review(str(error))), "bad_request"
     uid = review_request["uid"]
     log.update(uid=admission.log_fields({"uid": uid, "operation": ""})["uid"],
-               desired=admission.shown(review_request["desiredAPIVersion"]), objects=len(review_request["objects"]))
+               desired=shown.identifier(review_request["desiredAPIVersion"]),
+               objects=len(review_request["objects"]))
     try:
         answer, failed_index = convert(review_request)
     except Exception:  # the conversion is total over JSON; should it not be, the API server gets a Failed result

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from shared.api import constants as c
-from shared.api.failure_policy import annotated_failure_policy
+from shared.api.v2_spec_annotation import annotated_failure_policy
 from shared.api.v2types import ExitCodesRequirement, FailurePolicy, FailurePolicyRule, PodConditionPattern
 from shared.jsondict import JSONDict
 

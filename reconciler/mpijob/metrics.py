@@ -13,7 +13,7 @@ from prometheus_client.registry import Collector
 
 from reconciler.mpijob.status import StatusUpdate, find_condition, is_finished, is_true
 from shared.api import constants as c
-from shared.jsondict import JSONDict
+from shared.jsondict import JSONDict, object_at
 
 # a job starts in seconds on an idle cluster, in minutes behind image pulls or a gang scheduler's queue
 START_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
@@ -124,7 +124,7 @@ def became_true(before: JSONDict, after: JSONDict, condition: str) -> float | No
 def job_state(job: JSONDict) -> str | None:
     """``running``, ``pending`` (not finished, not suspended, not running), or None for any other job (finished,
     suspended, managed by another controller)."""
-    run_policy = (job.get("spec") or {}).get("runPolicy") or {}
+    run_policy = object_at(job, "spec", "runPolicy") or {}
     if run_policy.get("managedBy", c.MANAGED_BY_MPI_OPERATOR) != c.MANAGED_BY_MPI_OPERATOR:
         return None
     status = job.get("status") or {}

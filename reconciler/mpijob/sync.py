@@ -37,8 +37,8 @@ from reconciler.mpijob.status import (
 from reconciler.runtime.client import ApiError
 from shared.api import FieldError, aggregate, defaulted_dict, parse_mpijob, validate_upstream
 from shared.api import constants as c
-from shared.api.failure_policy import annotation_errors
-from shared.jsondict import JSONDict
+from shared.api.v2_spec_annotation import annotation_errors
+from shared.jsondict import JSONDict, object_at
 
 logger = logging.getLogger("reconciler")
 
@@ -282,9 +282,8 @@ def _workers_ready(facts: JobFacts, status: JSONDict, worker_pods: list[JSONDict
 
 def _managed_by(cached: JSONDict) -> str | None:
     """``spec.runPolicy.managedBy`` of a job that may not even parse (upstream checks it first)."""
-    spec = cached.get("spec")
-    run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
-    value = run_policy.get("managedBy") if isinstance(run_policy, dict) else None
+    run_policy = object_at(cached, "spec", "runPolicy")
+    value = run_policy.get("managedBy") if run_policy is not None else None
     return value if isinstance(value, str) else None  # another type is a validation error
 
 

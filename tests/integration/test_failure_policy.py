@@ -20,7 +20,7 @@ import pytest
 from hack.devcluster import LocalCluster
 from hack.devcluster.audit import audit_events, resource_of
 from hack.devcluster.mpijobs import mpijob
-from shared.api.conversion import canonical_json
+from shared.api.v2_spec_annotation import canonical_json
 from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
 

@@ -1,5 +1,5 @@
-"""kubeflow.org/v2 <-> v2beta1 conversion (shared/api/conversion.py): fixed cases, upstream's examples and
-round trips of generated objects (docs/proposals/v2.md, "Conversion")."""
+"""kubeflow.org/v2 <-> v2beta1 conversion (shared/api/conversion.py, v2_spec_annotation.py): fixed cases, upstream's
+examples and round trips of generated objects (docs/proposals/v2.md, "Conversion")."""
 
 from __future__ import annotations
 
@@ -12,15 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from shared.api import constants as c
-from shared.api.conversion import (
-    ConversionError,
-    canonical_json,
-    convert,
-    lifted_failure_policy,
-    to_v2,
-    to_v2beta1,
-    with_failure_policy_defaults,
-)
+from shared.api.conversion import ConversionError, convert, to_v2, to_v2beta1
+from shared.api.v2_spec_annotation import canonical_json, lifted_failure_policy
+from shared.api.v2types import with_failure_policy_defaults
 from tests.reference import example_params, load_example
 from tests.unit.v2_strategies import v2_jobs, v2beta1_jobs
 

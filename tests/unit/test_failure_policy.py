@@ -1,4 +1,5 @@
-"""Validation of v2's spec.runPolicy.failurePolicy and of its v2beta1 annotation (shared/api/failure_policy.py)."""
+"""Validation of v2's spec.runPolicy.failurePolicy and of its v2beta1 annotation (shared/api/
+failure_policy_validation.py, v2_spec_annotation.py, version_validation.py)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,11 @@ import pytest
 
 from hack.gen.crdgen.v2_schema import failure_policy_schema
 from shared.api import constants as c
-from shared.api.conversion import FAILURE_POLICY_DEFAULTS, with_failure_policy_defaults
-from shared.api.failure_policy import (
-    annotation_errors,
-    canonical_annotation,
-    failure_policy_errors,
-    failure_policy_update_errors,
-    v2_errors,
-    version_errors,
-)
+from shared.api.failure_policy_validation import failure_policy_errors
 from shared.api.types import MPIJob
-from shared.api.v2types import FailurePolicy, MPIJobV2
+from shared.api.v2_spec_annotation import annotation_errors, canonical_annotation
+from shared.api.v2types import FAILURE_POLICY_DEFAULTS, FailurePolicy, MPIJobV2, with_failure_policy_defaults
+from shared.api.version_validation import failure_policy_update_errors, v2_errors, version_errors
 
 ANNOTATION = c.V2_SPEC_ANNOTATION
 EXIT_RULE = {"name": "bad", "action": "FailJob", "onExitCodes": {"operator": "In", "values": [2]}}

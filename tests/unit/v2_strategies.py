@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from shared.api import constants as c
-from shared.api.conversion import canonical_json
+from shared.api.v2_spec_annotation import canonical_json
 
 ANNOTATION = c.V2_SPEC_ANNOTATION
 WORDS = st.sampled_from(["", "Launcher", "Worker", "worker", "RestartJob", "FailJob", "Restart", "In", "NotIn",

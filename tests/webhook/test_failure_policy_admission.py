@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from shared.api import constants as c
-from shared.api.conversion import canonical_json
+from shared.api.v2_spec_annotation import canonical_json
 from tests.webhook.conftest import Client, review
 from tests.webhook.test_admission_http import UID, minimal, post
 from webhook.app import VALIDATE_PATH

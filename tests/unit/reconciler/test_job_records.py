@@ -19,7 +19,7 @@ from reconciler.mpijob.status import Event
 from reconciler.runtime.api_resources import PODS, Resource
 from reconciler.runtime.client import KubeClient
 from reconciler.runtime.workqueue import WorkQueue
-from shared.api.conversion import canonical_json
+from shared.api.v2_spec_annotation import canonical_json
 from shared.jsondict import JSONDict
 from tests.unit.reconciler.test_sync import T, World, new_mpijob
 from tests.unit.reconciler.test_sync_failure_policy import (

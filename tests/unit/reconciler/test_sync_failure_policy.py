@@ -23,7 +23,7 @@ from reconciler.runtime.api_resources import JOBS, PODS
 from reconciler.runtime.client import ApiError, KubeClient
 from reconciler.runtime.workqueue import WorkQueue
 from reconciler.settings import Settings
-from shared.api.conversion import canonical_json
+from shared.api.v2_spec_annotation import canonical_json
 from shared.jsondict import JSONDict
 from tests.unit.reconciler.test_sync import KEYS, NOW, T, World, condition, created_condition, defaulted, new_mpijob
 

@@ -7,9 +7,9 @@ shipped Deployment's liveness probe on ``/healthz`` (hack/devcluster/supervisor.
 liveness failure, would cost what it costs in a cluster.
 
 The one-minute outage: MPIJobs exist and are being reconciled (jobs Running, one job's workers being created)
-when kube-apiserver is stopped (SIGTERM) and left down a minute (``OUTAGE``, which says what that outlasts). The
-Lease cannot be renewed, so the
-reconciler stops reconciling 5 s in, drops its caches and work queue and campaigns again in-process; once the
+when kube-apiserver is stopped (SIGTERM) and started again a minute later (``OUTAGE``, which says what that
+outlasts). The Lease cannot be renewed, so the reconciler stops reconciling 5 s in, drops its caches and work
+queue and campaigns again in-process; once the
 API server is back it must lead again within 15 s (measured from the API server's ``/readyz`` answering 200
 to the reconciler's "became leader" line, printed with the time to its caches synced), with no process
 restart and no liveness failure. Every job's children are then compared as whole lists of (kind, name, uid):
@@ -85,8 +85,8 @@ JSON = dict[str, Any]
 # bounds with 10 s to spare (it was 120 s after the old process's exit, about 140 s from the SIGTERM).
 OUTAGE = 60.0
 # Seconds from kube-apiserver's SIGTERM to its new process's start in the start-up case; the reconciler starts once
-# the API server fails a request (within 3 s of the SIGTERM). The start-up back-off (0.5 s
-# doubling to 8 s, jitter 20 %) makes the 4 attempts checked within 3.5 s (4.2 s at the most), the fifth, whose wait
+# the API server fails a request (within 3 s of the SIGTERM). The start-up back-off (0.5 s doubling to 8 s, jitter
+# 20 %) makes the 4 attempts checked within 3.5 s (4.2 s at the most), the fifth, whose wait
 # is the cap, at 7.5 s (9 s) and the sixth, holding it, at 15.5 s (18.6 s); a process whose /healthz failed from its
 # start would be restarted by the liveness probe (first probe after 10 s, then every 10 s, 3 failures) 30 s after it
 # started: the test checks that the reconciler went that long without an API server. 40 s from the SIGTERM keeps

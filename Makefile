@@ -30,7 +30,12 @@ help:
 	@echo "Builds (cached under ~/.cache/mpijob-operator; make test runs the ones it needs):"
 	@echo "  make venv          the virtualenv .venv from the lock, requirements/dev.txt"
 	@echo "  make testbin       kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok from Go modules"
+	@echo "  make builds        everything make test builds, the Go and the Debian builds side by side"
+	@echo "  make build-chain-go      its Go builds alone, one after the other"
+	@echo "  make build-chain-debian  its Debian builds alone, one after the other"
 	@echo "  make node-images   the real node (kubelet, containerd, CoreDNS) and the images it runs (Linux, root)"
+	@echo "  make node-bin      its Go half: kubelet and CoreDNS"
+	@echo "  make debian-images its Debian half: containerd, the images (mmdebstrap, buildah) and the local registry"
 	@echo "  make peer-bin      the upstream Go mpi-operator v0.8.2 (handover test, bench-peer)"
 	@echo "  make kueue         Kueue, for tests/integration/test_kueue.py"
 	@echo "  make scheduler-plugins  the coscheduling scheduler, for the gang-scheduling tests"
@@ -87,11 +92,21 @@ testbin:
 # tests/e2e/test_monitoring.py, our webhook and reconciler from their Dockerfiles via buildah), cached under
 # ~/.cache/mpijob-operator; a no-op when cached. Each image's build prints its time ("prometheus ready (20 s)",
 # 0 s when cached). Needs Linux and root: skipped otherwise.
-node-images: testbin
-	@if [ "$$(uname -s)" = Linux ] && [ "$$(id -u)" = 0 ]; then \
-	  bash hack/build/build-node.sh >/dev/null && bash hack/build/build-images.sh >/dev/null && \
-	  bash hack/build/build-operator-images.sh >/dev/null && bash hack/build/install-registry.sh >/dev/null; \
-	else echo "node-images: not Linux/root, the real-node tests (tests/e2e) will be skipped"; fi
+# node-bin is the Go half (kubelet, CoreDNS: compiling), debian-images the other (Debian packages and image builds:
+# downloads and disk), which `make test` runs side by side (builds, below).
+REAL_NODE_OK = [ "$$(uname -s)" = Linux ] && [ "$$(id -u)" = 0 ]
+node-images: node-bin debian-images
+
+.PHONY: node-bin debian-images
+node-bin: testbin
+	@if $(REAL_NODE_OK); then bash hack/build/build-node.sh >/dev/null; \
+	else echo "node-bin: not Linux/root, the real-node tests (tests/e2e) will be skipped"; fi
+
+debian-images:
+	@if $(REAL_NODE_OK); then \
+	  bash hack/build/build-images.sh >/dev/null && bash hack/build/build-operator-images.sh >/dev/null && \
+	  bash hack/build/install-registry.sh >/dev/null; \
+	else echo "debian-images: not Linux/root, the real-node tests (tests/e2e) will be skipped"; fi
 
 # The operator's images pushed to your registry: `make images REGISTRY=registry.example.com/mpi [TAG=v0.1.0]
 # [INSECURE=1]` builds them (buildah, no Docker engine) and pushes $(REGISTRY)/mpijob-webhook:$(TAG) and
@@ -150,10 +165,7 @@ helm:
 .PHONY: promtool
 promtool:
 	@command -v promtool >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing promtool (apt-get install prometheus)"; \
-	    (DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus || \
-	      { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus; }) >/dev/null; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then bash hack/build/apt-install.sh prometheus 2>/dev/null; \
 	  else echo "promtool: not root or no apt-get, the alert-rule tests will be skipped"; fi; }
 
 integration: $(STAMP) testbin peer-bin kueue scheduler-plugins helm
@@ -166,9 +178,26 @@ ifdef T
 test: $(STAMP)
 	$(VENV)/bin/pytest $(T)
 else
-test: $(STAMP) testbin peer-bin kueue scheduler-plugins helm promtool node-images lint
+test: $(STAMP) builds lint
 	$(VENV)/bin/pytest
 endif
+
+# Everything `make test` builds, in two chains side by side, each one step after the other: the Go builds
+# (compiling: CPU) and the Debian ones (package downloads, image builds: network and disk). apt-get calls take one
+# lock (hack/build/apt-install.sh). Each chain prints its time; a no-op when everything is cached.
+.PHONY: builds build-chain-go build-chain-debian
+builds:
+	@$(MAKE) --no-print-directory -j2 build-chain-go build-chain-debian
+
+build-chain-go:
+	@began=$$(date +%s); for target in testbin peer-bin kueue scheduler-plugins helm node-bin; do \
+	  $(MAKE) --no-print-directory $$target || exit 1; done; \
+	echo "builds: the Go chain took $$(( $$(date +%s) - began )) s"
+
+build-chain-debian:
+	@began=$$(date +%s); for target in promtool debian-images; do \
+	  $(MAKE) --no-print-directory $$target || exit 1; done; \
+	echo "builds: the Debian chain took $$(( $$(date +%s) - began )) s"
 
 # The full fault suite: every test marked `faults` (a plain `pytest` leaves them out; `make test` runs
 # the short versions). FAULT_SEED=<n> repeats a run's random choices.

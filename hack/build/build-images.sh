@@ -27,14 +27,8 @@ IMPI_VERSION="${IMPI_VERSION:-2021.13.1}"  # the version upstream's image has; i
 PAUSE_TAG="registry.k8s.io/pause:3.10"
 
 log() { printf '[build-images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-need_mmdebstrap() {  # installed with apt-get when missing and we are root, as build-node.sh installs containerd
-  command -v mmdebstrap >/dev/null && return 0
-  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
-    log "error: mmdebstrap is missing (apt-get install mmdebstrap; need root and apt-get)"; exit 2
-  fi
-  log "installing mmdebstrap"
-  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q mmdebstrap ||
-    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q mmdebstrap; }) >&2
+need_mmdebstrap() {  # installed when missing and we are root, as build-node.sh installs containerd
+  command -v mmdebstrap >/dev/null || bash "$HERE/apt-install.sh" mmdebstrap
 }
 inputs_hash() {  # the files an image is made of plus the text of its recipe ("$@"), not this whole script;
   # the checkout's own path is left out, so a clone in another folder finds the same archives

@@ -25,13 +25,8 @@ timed() {  # timed NAME CMD...: records wall time and peak RSS in $OUT/logs/NAME
 }
 
 missing_debs() { for p in $DEBS; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || echo "$p"; done; }
-if [[ -n "$(missing_debs)" ]]; then
-  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
-    log "error: missing Debian packages: $(missing_debs | tr '\n' ' ')(need root and apt-get)"; exit 2
-  fi
-  log "installing $(missing_debs | tr '\n' ' ')"
-  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(missing_debs)) >&2
-fi
+# shellcheck disable=SC2086  # DEBS is a list of package names
+[[ -z "$(missing_debs)" ]] || bash "$HERE/apt-install.sh" $DEBS
 
 have_all() { for b in kubelet coredns; do [[ -x "$BIN/$b" ]] || return 1; done; }
 if have_all; then echo "$BIN"; exit 0; fi

@@ -12,10 +12,7 @@ OUT="${IMAGES_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/mpijob-operator/images}"
 TAG="${OPERATOR_TAG:-dev}"
 log() { printf '[build-operator-images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-command -v buildah >/dev/null || {
-  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-    log "installing buildah"; DEBIAN_FRONTEND=noninteractive apt-get install -y -q buildah >&2
-  else log "error: buildah is missing (apt-get install buildah)"; exit 2; fi; }
+command -v buildah >/dev/null || bash "$HERE/apt-install.sh" buildah
 bash "$HERE/build-images.sh" python >/dev/null
 BASE_ARCHIVE="$(ls "$OUT"/python-base-*.tar | head -1)"
 BASE_IMAGE="localhost/mpijob-operator/python-base:3.11-bookworm"  # where buildah files a docker-archive

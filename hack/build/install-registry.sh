@@ -5,16 +5,8 @@
 # Prints the docker-registry binary as the last line of stdout.
 set -euo pipefail
 
-log() { printf '[install-registry %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 missing=()
 command -v docker-registry >/dev/null || missing+=(docker-registry)
 command -v skopeo >/dev/null || missing+=(skopeo)
-if (( ${#missing[@]} )); then
-  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
-    log "error: missing ${missing[*]} (apt-get install ${missing[*]}, as root)"; exit 2
-  fi
-  log "installing ${missing[*]}"
-  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" || \
-    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"; }) >&2
-fi
+(( ${#missing[@]} == 0 )) || bash "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" "${missing[@]}"
 command -v docker-registry

@@ -32,12 +32,7 @@ fi
 tls=(--dest-tls-verify=true)
 [[ "${INSECURE:-}" == 1 ]] && tls=(--dest-tls-verify=false)
 
-command -v skopeo >/dev/null || {
-  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-    log "installing skopeo"
-    (DEBIAN_FRONTEND=noninteractive apt-get install -y -q skopeo || \
-      { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q skopeo; }) >&2
-  else log "error: skopeo is missing (apt-get install skopeo)"; exit 2; fi; }
+command -v skopeo >/dev/null || bash "$HERE/apt-install.sh" skopeo
 
 images="$(bash "$HERE/build-operator-images.sh" | tail -1)"
 work="$(mktemp -d)"

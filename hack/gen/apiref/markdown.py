@@ -112,11 +112,12 @@ def _dotted(path: Path) -> str:
 V2_HEADER = """\
 # kubeflow.org/v2
 
-`kubeflow.org/v2` is served beside `kubeflow.org/v2beta1`, which stays the storage version
-([proposal](proposals/v2.md)). Every type above is the same in v2, with one field more,
-`spec.runPolicy.failurePolicy` (stored in v2beta1 as the annotation `mpijobs.kubeflow.org/v2-spec`), and with
-the enums, replica keys and minimums that the API server itself checks in v2 (the lines *Checked by the API
-server* below and on `kubectl explain mpijob --api-version kubeflow.org/v2`). The types that v2 adds:
+`kubeflow.org/v2` is opt-in ([operator guide](operator-guide.md#kubefloworgv2-opt-in)): once turned on, it is
+served beside `kubeflow.org/v2beta1`, which stays the storage version ([proposal](proposals/v2.md)). Every type
+above is the same in v2, with one field more, `spec.runPolicy.failurePolicy` (stored in v2beta1 as the annotation
+`mpijobs.kubeflow.org/v2-spec`), and with the enums, replica keys and minimums that the API server itself checks in
+v2 (the lines *Checked by the API server* below and on `kubectl explain mpijob --api-version kubeflow.org/v2`). The
+types that v2 adds:
 """
 
 

@@ -12,6 +12,8 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import orjson
@@ -50,17 +52,9 @@ ADMISSION_READ_SECONDS = 10.0
 _JSON_HEADERS = {"Content-Type": "application/json"}  # as content_type= sets it, without parsing it per answer
 
 
-def _json(body: Any, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(body), status=status, headers=_JSON_HEADERS)
-
-
 def _status_body(code: int, reason: str, message: str) -> bytes:
     return orjson.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
                          "reason": reason, "code": code})
-
-
-def _status(code: int, reason: str, message: str) -> web.Response:
-    return web.Response(body=_status_body(code, reason, message), status=code, headers=_JSON_HEADERS)
 
 
 def admission_handler(operation: str, admit: AdmitFunction) -> Handler:
@@ -82,36 +76,62 @@ def admission_handler(operation: str, admit: AdmitFunction) -> Handler:
 async def _answer(request: web.Request, admit: AdmitFunction, log: dict[str, Any]) -> tuple[web.Response, str]:
     length = request.content_length
     if length is not None and length < THREAD_BODY_BYTES:  # the API server's usual review: read and answered now
-        return await _read_and_admit(request, admit, log, read_seconds=None)
+        return await _read_and_answer(request, _ADMISSION, None, partial(_admit_body, admit=admit, log=log), log)
     # A large or chunked review takes its turn with the conversions (LARGE_REQUEST_GATE): one large body parsed at
     # a time, so that two of them never add up past the memory limit.
     gate = request.app.get(LARGE_REQUEST_GATE)
     async with gate if gate is not None else contextlib.nullcontext():
-        return await _read_and_admit(request, admit, log, read_seconds=ADMISSION_READ_SECONDS)
+        return await _read_and_answer(request, _ADMISSION, ADMISSION_READ_SECONDS,
+                                      partial(_admit_body, admit=admit, log=log), log)
 
 
-async def _read_and_admit(request: web.Request, admit: AdmitFunction, log: dict[str, Any],
-                          read_seconds: float | None) -> tuple[web.Response, str]:
+@dataclass(frozen=True)
+class _Endpoint:
+    """What differs between reading an AdmissionReview and a ConversionReview."""
+
+    review: str  # the body's kind, with its article, for messages
+    verb: str  # what the webhook does with it, for messages
+    body_limit: web.AppKey[int]
+    default_body_limit: int
+    cost_checked_from: int  # bytes of body from which its parse cost is checked
+    error_body: Callable[[int, str, str], bytes]  # the encoded answer of an HTTP error, from code, reason, message
+
+    def refused(self, code: int, reason: str, message: str) -> web.Response:
+        return web.Response(body=self.error_body(code, reason, message), status=code, headers=_JSON_HEADERS)
+
+
+_ADMISSION = _Endpoint("an AdmissionReview", "admit", ADMISSION_BODY_LIMIT, DEFAULT_ADMISSION_BODY_LIMIT,
+                       THREAD_BODY_BYTES, _status_body)
+_CONVERSION = _Endpoint("a ConversionReview", "convert", CONVERSION_BODY_LIMIT, DEFAULT_CONVERSION_BODY_LIMIT, 0,
+                        lambda code, reason, message: orjson.dumps(conversion.bad_review(message)))
+
+
+async def _read_and_answer(request: web.Request, endpoint: _Endpoint, read_seconds: float | None,
+                           answer_body: Callable[[bytes], tuple[int, bytes, str]],
+                           log: dict[str, Any]) -> tuple[web.Response, str]:
+    """Read the body within ``read_seconds`` and the endpoint's limits (413 above its size or parse cost, 408 when
+    it does not arrive in time) and answer it with ``answer_body``, in a thread from THREAD_BODY_BYTES up."""
     try:
         async with asyncio.timeout(read_seconds):
-            body = await read_limited(request, request.app.get(ADMISSION_BODY_LIMIT, DEFAULT_ADMISSION_BODY_LIMIT))
+            body = await read_limited(request, request.app.get(endpoint.body_limit, endpoint.default_body_limit))
     except web.HTTPRequestEntityTooLarge as error:
-        message = f"request body too large for the MPIJob webhook: {error.text}"
-        return _status(413, "RequestEntityTooLarge", message), "too_large"
+        message = f"request body too large for the MPIJob webhook: {error.text or ''}"
+        return endpoint.refused(413, "RequestEntityTooLarge", message), "too_large"
     except TimeoutError:
         log["error"] = f"request body not received within {read_seconds:g} s"
-        return _status(408, "Timeout", log["error"]), "bad_request"
+        return endpoint.refused(408, "Timeout", log["error"]), "bad_request"
     cost_limit = request.app.get(CONVERSION_COST_LIMIT)
-    if cost_limit is not None and len(body) >= THREAD_BODY_BYTES and (cost := parse_cost(body)) > cost_limit:
+    if (cost_limit is not None and len(body) >= endpoint.cost_checked_from
+            and (cost := parse_cost(body)) > cost_limit):
         log["cost"] = cost
-        message = (f"request body too large for the MPIJob webhook: an AdmissionReview of {len(body)} bytes may take "
-                   f"up to {cost} bytes of memory to admit, over the webhook's limit of {cost_limit} "
+        message = (f"request body too large for the MPIJob webhook: {endpoint.review} of {len(body)} bytes may take "
+                   f"up to {cost} bytes of memory to {endpoint.verb}, over the webhook's limit of {cost_limit} "
                    "(--max-conversion-cost-bytes)")
-        return _status(413, "RequestEntityTooLarge", message), "too_large"
+        return endpoint.refused(413, "RequestEntityTooLarge", message), "too_large"
     if len(body) < THREAD_BODY_BYTES:
-        status, answer, result = _admit_body(body, admit, log)
+        status, answer, result = answer_body(body)
     else:
-        status, answer, result = await asyncio.to_thread(_admit_body, body, admit, log)
+        status, answer, result = await asyncio.to_thread(answer_body, body)
     return web.Response(body=answer, status=status, headers=_JSON_HEADERS), result
 
 
@@ -155,7 +175,8 @@ def conversion_handler(convert: ConvertFunction = conversion.convert_review) -> 
         async with gate if gate is not None else contextlib.nullcontext():
             if gate is not None:
                 log["waited_us"] = round((time.perf_counter() - started) * 1e6)
-            response, result = await _convert(request, convert, log)
+            response, result = await _read_and_answer(request, _CONVERSION, CONVERSION_READ_SECONDS,
+                                                      partial(_convert_body, convert=convert, log=log), log)
         seconds = time.perf_counter() - started
         request.app[METRICS].observe("convert", result, seconds)
         if result != "converted":  # every answer but Success says Failed, and fails the API server's request
@@ -165,32 +186,6 @@ def conversion_handler(convert: ConvertFunction = conversion.convert_review) -> 
         return response
 
     return handle
-
-
-def _too_large(message: str) -> tuple[web.Response, str]:
-    return _json(conversion.bad_review(f"request body too large for the MPIJob webhook: {message}"),
-                 status=413), "too_large"
-
-
-async def _convert(request: web.Request, convert: ConvertFunction, log: dict[str, Any]) -> tuple[web.Response, str]:
-    try:
-        async with asyncio.timeout(CONVERSION_READ_SECONDS):
-            body = await read_limited(request, request.app.get(CONVERSION_BODY_LIMIT, DEFAULT_CONVERSION_BODY_LIMIT))
-    except web.HTTPRequestEntityTooLarge as error:
-        return _too_large(error.text or "")
-    except TimeoutError:
-        log["error"] = f"request body not received within {CONVERSION_READ_SECONDS:g} s"
-        return _json(conversion.bad_review(log["error"]), status=408), "bad_request"
-    cost_limit = request.app.get(CONVERSION_COST_LIMIT)
-    if cost_limit is not None and (cost := parse_cost(body)) > cost_limit:
-        log["cost"] = cost
-        return _too_large(f"a ConversionReview of {len(body)} bytes may take up to {cost} bytes of memory to "
-                          f"convert, over the webhook's limit of {cost_limit} (--max-conversion-cost-bytes)")
-    if len(body) < THREAD_BODY_BYTES:
-        status, answer, result = _convert_body(body, convert, log)
-    else:
-        status, answer, result = await asyncio.to_thread(_convert_body, body, convert, log)
-    return web.Response(body=answer, status=status, headers=_JSON_HEADERS), result
 
 
 def _convert_body(body: bytes, convert: ConvertFunction, log: dict[str, Any]) -> tuple[int, bytes, str]:

@@ -120,6 +120,9 @@ def test_same_version_is_the_object_itself() -> None:
 CANNOT_CONVERT = [
     ([], c.API_VERSION_V2, "not an object"),
     ({"apiVersion": c.API_VERSION, "kind": "TFJob"}, c.API_VERSION_V2, "kind 'TFJob' is not MPIJob"),
+    ({"apiVersion": c.API_VERSION, "kind": {"a": "b"}}, c.API_VERSION_V2, "kind an object is not MPIJob"),
+    ({"apiVersion": ["x"], "kind": "MPIJob"}, c.API_VERSION_V2,
+     "unsupported apiVersion an array: supported are kubeflow.org/v2beta1, kubeflow.org/v2"),
     ({"apiVersion": "kubeflow.org/v1", "kind": "MPIJob"}, c.API_VERSION_V2,
      "unsupported apiVersion 'kubeflow.org/v1': supported are kubeflow.org/v2beta1, kubeflow.org/v2"),
     ({"apiVersion": c.API_VERSION, "kind": "MPIJob"}, "kubeflow.org/v3",

@@ -13,7 +13,13 @@ from shared.api import constants as c
 from shared.api.failure_policy_validation import failure_policy_errors
 from shared.api.types import MPIJob
 from shared.api.v2_spec_annotation import annotation_errors, canonical_annotation
-from shared.api.v2types import FAILURE_POLICY_DEFAULTS, FailurePolicy, MPIJobV2, with_failure_policy_defaults
+from shared.api.v2types import (
+    FAILURE_POLICY_DEFAULTS,
+    FAILURE_POLICY_JSON_TYPES,
+    FailurePolicy,
+    MPIJobV2,
+    with_failure_policy_defaults,
+)
 from shared.api.version_validation import failure_policy_update_errors, v2_errors, version_errors
 
 ANNOTATION = c.V2_SPEC_ANNOTATION
@@ -135,6 +141,23 @@ def test_the_policy_defaults_are_the_v2_schemas() -> None:
         return found or None
 
     assert defaults(failure_policy_schema()) == FAILURE_POLICY_DEFAULTS
+
+
+def test_the_policy_json_types_are_the_models_and_the_v2_schemas() -> None:
+    """FAILURE_POLICY_JSON_TYPES, read from the models, is the description the lift checked against when it was
+    written by hand, and has every property of the generated v2 schema's failurePolicy with its JSON type."""
+    def json_types(node: dict[str, Any]) -> Any:
+        if node["type"] == "array":
+            return [json_types(node["items"])]
+        if node["type"] == "object":
+            return {key: json_types(sub) for key, sub in node["properties"].items()}
+        return node["type"]
+
+    rule = {"name": "string", "action": "string", "onReplicaTypes": ["string"],
+            "onPodConditions": [{"type": "string", "status": "string"}],
+            "onExitCodes": {"containerName": "string", "operator": "string", "values": ["integer"]}}
+    assert {"maxRestarts": "integer", "rules": [rule]} == FAILURE_POLICY_JSON_TYPES
+    assert json_types(failure_policy_schema()) == FAILURE_POLICY_JSON_TYPES
 
 
 def test_with_failure_policy_defaults() -> None:

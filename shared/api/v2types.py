@@ -5,8 +5,8 @@ Everything else is v2beta1's model (docs/proposals/v2.md, "What stays identical"
 so every function that takes an ``MPIJob`` takes an ``MPIJobV2`` as well. ``FAILURE_POLICY_JSON_TYPES`` is read
 from the models and ``FAILURE_POLICY_DEFAULTS`` from the fields that declare a schema default: the lift of the
 annotation checks types against the first, and policies are defaulted with the second. The CRD generator
-(hack/gen/crdgen/v2_schema.py) is checked against both: against the models by hack/gen/api_reference.py, against
-the defaults by tests/unit/test_failure_policy.py.
+(hack/gen/crdgen/v2_schema.py) is checked against both by tests/unit/test_failure_policy.py, and against the models
+by hack/gen/api_reference.py.
 """
 
 from __future__ import annotations

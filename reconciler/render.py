@@ -38,7 +38,7 @@ from reconciler.mpijob.builders import (
     config_map_size_errors,
 )
 from reconciler.mpijob.builders.job_facts import worker_replicas
-from reconciler.mpijob.failure_policy import failure_policy_of, with_attempt
+from reconciler.mpijob.policy_decisions import failure_policy_of, with_attempt
 from shared.api import MPIJob, admission_warnings, defaulted_dict, parse_mpijob, validate
 from shared.api import constants as c
 from shared.api.conversion import convert

@@ -1,5 +1,6 @@
-"""One sync of one MPIJob: the facts about the job it asks most often (``JobFacts``, plain data), and what every
-sync of the process shares (``Shared``: the caches it reads, the cluster it writes to, and the rest)."""
+"""One sync of one MPIJob: the facts about the job it asks most often (``JobFacts``, plain data), what every
+sync of the process shares (``Shared``: the caches it reads, the cluster it writes to, and the rest), and
+``job_context``, which makes every sync's ``JobContext``."""
 
 from __future__ import annotations
 
@@ -10,14 +11,15 @@ from dataclasses import dataclass, field
 from reconciler.mpijob.builders.job_facts import is_suspended, run_policy_of, worker_replicas
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import Cluster, record_events
-from reconciler.mpijob.failure_policy import with_attempt
+from reconciler.mpijob.policy_decisions import current_attempt, failure_policy_of, with_attempt
 from reconciler.mpijob.priorities import PriorityClassCache
 from reconciler.mpijob.records import JobBook, JobRecord
 from reconciler.mpijob.sshkeys import SSHKeyPair
 from reconciler.mpijob.status import Event
+from reconciler.runtime.metadata import is_controlled_by
 from reconciler.runtime.settle import Requeue, Settler
 from reconciler.settings import Settings
-from shared.api import MPIJob
+from shared.api import MPIJob, names
 from shared.api import constants as c
 from shared.api.v2types import FailurePolicy
 from shared.jsondict import JSONDict
@@ -105,3 +107,18 @@ class JobContext(JobFacts):
     async def event(self, *events: Event) -> None:
         """Record events on the MPIJob now (best effort)."""
         await record_events(self.shared.cluster, self.cached, events, self.now)
+
+
+def job_context(job: MPIJob, cached: JSONDict, now: str, shared: Shared) -> JobContext:
+    """The sync's context: the failurePolicy the job keeps in its annotation and, with one, its attempt."""
+    policy = failure_policy_of(cached)
+    if policy is None:
+        return JobContext(job, cached, now, shared)
+    uid = str(job.metadata.get("uid", ""))
+    launcher = shared.caches.jobs.get(job.namespace, names.launcher_name(job.name))
+    objects = [p for p in shared.caches.pods.select(job.namespace, names.role_selector(job.name, c.ROLE_WORKER))
+               if is_controlled_by(p, uid)]
+    if launcher is not None and is_controlled_by(launcher, uid):
+        objects.append(launcher)
+    attempt = current_attempt(cached.get("status") or {}, objects, shared.book.record(uid).restarts)
+    return JobContext(job, cached, now, shared, policy, attempt)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reconciler.mpijob.failure_policy import is_evaluated
+from reconciler.mpijob.policy_decisions import is_evaluated
 from reconciler.runtime.expectations import Expectations
 from reconciler.runtime.metadata import meta
 from reconciler.runtime.settle import SettleMemory

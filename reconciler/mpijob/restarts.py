@@ -1,71 +1,95 @@
-"""The failurePolicy in a sync (docs/proposals/v2.md, "What a restart does, step by step").
+"""The failurePolicy step of a sync (docs/proposals/v2.md, "What a restart does, step by step").
 
-A job with a failurePolicy is at an attempt (``failure_policy.current_attempt``). While objects of an older
+A job with a failurePolicy is at an attempt (``policy_decisions.current_attempt``). While objects of an older
 attempt exist, they are deleted and nothing is created. Otherwise the failed pods of the current attempt are
 evaluated: the first rule satisfied restarts the job (one status write raising ``restartCount``, the commit
 point, then the teardown) or fails it; no rule satisfied, or no failed pod, and the sync goes on as in v2beta1.
+
+``run_failure_policy`` decides and returns a ``PolicyEffect``: the status it wants written and the outcome; it
+never writes the status. The sync writes it, then calls ``follow_up`` for what comes after the write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import copy
+from dataclasses import dataclass
 
 from reconciler.mpijob import children, gang, workers
-from reconciler.mpijob.context import JobContext, Shared
-from reconciler.mpijob.failure_policy import Decision, attempt_label, current_attempt, decide, failure_policy_of
+from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.metrics import OperatorMetrics
+from reconciler.mpijob.outcomes import SyncOutcome
+from reconciler.mpijob.policy_decisions import Decision, attempt_label, decide
 from reconciler.mpijob.readiness import READY_WORKERS, Readiness, set_workers_ready
 from reconciler.mpijob.status import Event, find_condition, is_finished, job_condition, set_condition, truncate
 from reconciler.runtime.metadata import is_controlled_by, meta
-from shared.api import MPIJob, names
 from shared.api import constants as c
 from shared.jsondict import JSONDict
 
-Write = Callable[[JSONDict, list[Event]], Awaitable[str]]  # the sync's one status write; "deleted" when gone
 RESTARTING_MESSAGE = "MPIJob restarting: workers are recreated"
 
 
-def job_context(job: MPIJob, cached: JSONDict, now: str, shared: Shared) -> JobContext:
-    """The sync's context: the failurePolicy the job keeps in its annotation and, with one, its attempt."""
-    policy = failure_policy_of(cached)
-    if policy is None:
-        return JobContext(job, cached, now, shared)
-    uid = str(job.metadata.get("uid", ""))
-    launcher = shared.caches.jobs.get(job.namespace, names.launcher_name(job.name))
-    objects = [p for p in shared.caches.pods.select(job.namespace, names.role_selector(job.name, c.ROLE_WORKER))
-               if is_controlled_by(p, uid)]
-    if launcher is not None and is_controlled_by(launcher, uid):
-        objects.append(launcher)
-    attempt = current_attempt(cached.get("status") or {}, objects, shared.book.record(uid).restarts)
-    return JobContext(job, cached, now, shared, policy, attempt)
+@dataclass(frozen=True)
+class PolicyEffect:
+    """What the failurePolicy decided in one sync: the status to write (a copy of the sync's, with ``restartCount``
+    and the decision's conditions) and its events; ``outcome`` None when the sync goes on as in v2beta1
+    (``status`` then differs from the sync's only by ``restartCount``). ``judged``: the removed pods the watch
+    kept that this decision judged, forgotten once its status is written."""
+
+    status: JSONDict
+    outcome: SyncOutcome | None = None  # RESTARTING, RESTARTED or FAILED
+    events: tuple[Event, ...] = ()
+    judged: tuple[JSONDict, ...] = ()
+
+    @property
+    def restart_count(self) -> int:
+        """The restartCount to write: the job's attempt, or the next one when it restarts now."""
+        return int(self.status["restartCount"])
 
 
-async def run_failure_policy(ctx: JobContext, status: JSONDict, write: Write, metrics: OperatorMetrics) -> str | None:
-    """Apply the failurePolicy: what happened, or None when the sync goes on as in v2beta1 (``status`` then
-    carries ``restartCount``). Not while the job is suspended or finished. The removed pods its watch kept are
-    forgotten once this sync has judged them (not when it fails: the next one judges them again)."""
-    status["restartCount"] = ctx.attempt
+async def run_failure_policy(ctx: JobContext, status: JSONDict) -> PolicyEffect:
+    """Apply the failurePolicy to a job that has one (not while it is suspended or finished): what it decided,
+    ``status`` left unchanged. Objects of an older attempt are deleted here, before the status is written; a
+    restart's teardown and a failure's stopped launcher come after it (``follow_up``). With no outcome, the
+    removed pods the watch kept are forgotten now; with one, once its status is written (not when the sync
+    fails: the next one judges them again)."""
+    status = {**copy.deepcopy(status), "restartCount": ctx.attempt}
     removed = ctx.record.removed_pods()
-    outcome = await _apply(ctx, status, write, metrics, removed)
-    ctx.record.evaluated(removed)
-    return outcome
+    effect = await _decide(ctx, status, removed)
+    if effect.outcome is None:
+        ctx.record.evaluated(removed)
+    return effect
 
 
-async def _apply(ctx: JobContext, status: JSONDict, write: Write, metrics: OperatorMetrics,
-                 removed: list[JSONDict]) -> str | None:
+async def follow_up(ctx: JobContext, effect: PolicyEffect, metrics: OperatorMetrics) -> None:
+    """What follows the effect's status write: a restart is remembered, counted and its attempt torn down; a
+    failure is counted and its launcher stopped (cleanPodPolicy applies in the next sync, as for an evicted
+    job)."""
+    if effect.outcome == SyncOutcome.RESTARTED:
+        ctx.record.restarts = effect.restart_count
+        metrics.jobs_restarted.inc()
+        await _tear_down(ctx, effect.restart_count)
+    elif effect.outcome == SyncOutcome.FAILED:
+        metrics.jobs_failed.inc()
+        await children.stop_launcher(ctx, children.cached_launcher(ctx))
+
+
+async def _decide(ctx: JobContext, status: JSONDict, removed: list[JSONDict]) -> PolicyEffect:
+    judged = tuple(removed)
     if ctx.suspended or is_finished(status):  # pods deleted by a suspension are no failures
-        return None
+        return PolicyEffect(status, judged=judged)
     if _older_objects_exist(ctx, ctx.attempt):
         await _tear_down(ctx, ctx.attempt)
         _workers_restarting(ctx, status)
-        return await write(status, []) or "restarting"
+        return PolicyEffect(status, SyncOutcome.RESTARTING, judged=judged)
     decision = _decision(ctx, removed)
     if decision is None:
-        return None
+        return PolicyEffect(status, judged=judged)
     max_restarts = (ctx.failure_policy.max_restarts if ctx.failure_policy else None) or 0
     if decision.action == c.ACTION_RESTART_JOB and ctx.attempt < max_restarts:
-        return await _restart(ctx, status, decision, write, metrics)
-    return await _fail(ctx, status, decision, max_restarts, write, metrics)
+        event = _restart(ctx, status, decision)
+        return PolicyEffect(status, SyncOutcome.RESTARTED, (event,), judged)
+    event = _fail(ctx, status, decision, max_restarts)
+    return PolicyEffect(status, SyncOutcome.FAILED, (event,), judged)
 
 
 def _older(ctx: JobContext, below: int) -> tuple[JSONDict | None, list[JSONDict]]:
@@ -130,10 +154,9 @@ def _workers_restarting(ctx: JobContext, status: JSONDict) -> None:
     status[READY_WORKERS] = f"0/{ctx.worker_replicas}"
 
 
-async def _restart(ctx: JobContext, status: JSONDict, decision: Decision, write: Write,
-                   metrics: OperatorMetrics) -> str:
-    """The commit point, one status write (restartCount raised, Restarting, Running removed), then the event,
-    the metric and the teardown; the next attempt starts as a resumed job once the old objects are gone."""
+def _restart(ctx: JobContext, status: JSONDict, decision: Decision) -> Event:
+    """The commit point's status (restartCount raised, Restarting, Running removed, startTime unset) and its
+    event; the next attempt starts as a resumed job once the old objects are gone."""
     attempt = ctx.attempt + 1
     max_restarts = ctx.failure_policy.max_restarts if ctx.failure_policy else 0
     message = truncate(f'restart {attempt}/{max_restarts} by rule "{decision.rule}": {decision.culprit}')
@@ -144,18 +167,11 @@ async def _restart(ctx: JobContext, status: JSONDict, decision: Decision, write:
     set_condition(status, c.CONDITION_RESTARTING, c.CONDITION_TRUE, c.REASON_RESTART_JOB, message, ctx.now)
     status.pop("startTime", None)  # set again when the next attempt starts
     _workers_restarting(ctx, status)
-    if gone := await write(status, [Event("Warning", c.REASON_RESTART_JOB, message)]):
-        return gone
-    ctx.record.restarts = attempt
-    metrics.jobs_restarted.inc()
-    await _tear_down(ctx, attempt)
-    return "restarted"
+    return Event("Warning", c.REASON_RESTART_JOB, message)
 
 
-async def _fail(ctx: JobContext, status: JSONDict, decision: Decision, max_restarts: int,  # noqa: PLR0913, PLR0917
-                write: Write, metrics: OperatorMetrics) -> str:
-    """Failed with the rule's reason; the launcher is stopped now and cleanPodPolicy applies in the next sync, as
-    for an evicted job."""
+def _fail(ctx: JobContext, status: JSONDict, decision: Decision, max_restarts: int) -> Event:
+    """Failed with the rule's reason (and completionTime), and its event."""
     job_ref = f"{ctx.namespace}/{ctx.name}"
     if decision.action == c.ACTION_FAIL_JOB:
         reason = c.REASON_FAIL_JOB
@@ -167,8 +183,4 @@ async def _fail(ctx: JobContext, status: JSONDict, decision: Decision, max_resta
     message = truncate(message)
     set_condition(status, c.CONDITION_FAILED, c.CONDITION_TRUE, reason, message, ctx.now)
     status.setdefault("completionTime", ctx.now)
-    if gone := await write(status, [Event("Warning", reason, message)]):
-        return gone
-    metrics.jobs_failed.inc()
-    await children.stop_launcher(ctx, children.cached_launcher(ctx))
-    return "failed"
+    return Event("Warning", reason, message)

@@ -1,8 +1,10 @@
 """One MPIJob's reconcile, in upstream's order (spec/controller.md section 1.2).
 
 ``Reconciler._reconcile`` reads like a table of contents: a finished job is cleaned up, a job that cannot
-run is refused, any other gets every child ensured (``children.py``, ``workers.py``, ``gang.py``), then the
-status its children show is computed (``next_status``: pure, WorkersReady included) and written once. A sync
+run is refused, a job with a failurePolicy gets its decision (``restarts.py``: restarting, restarted or failed,
+its status returned, not written), any other gets every child ensured (``children.py``, ``workers.py``,
+``gang.py``), then the status its children show is computed (``next_status``: pure, WorkersReady included) and
+written once. Each ends with a ``SyncOutcome`` (``outcomes.py``). A sync
 reads only from the caches, writes through the ``Cluster`` seam, writes the status at most once and only when
 it changed, and emits the events of a status change only after that write succeeded.
 """
@@ -17,10 +19,11 @@ from datetime import UTC, datetime
 
 from reconciler.mpijob import builders, children, gang, restarts, workers
 from reconciler.mpijob.cluster import record_events
-from reconciler.mpijob.context import JobContext, JobFacts, Shared
+from reconciler.mpijob.context import JobContext, JobFacts, Shared, job_context
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.errors import CreateFailedError, ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
+from reconciler.mpijob.outcomes import SyncOutcome, managed_by
 from reconciler.mpijob.readiness import CarriedAlong, WorkersSeen, update_workers_ready
 from reconciler.mpijob.status import (
     Event,
@@ -58,26 +61,27 @@ class Reconciler:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     async def sync(self, key: str) -> str:
-        """Reconcile the MPIJob ``namespace/name``; returns what happened, raises to be retried."""
+        """Reconcile the MPIJob ``namespace/name``; returns what happened (a ``SyncOutcome``, or ``managed_by``'s
+        string for a job another controller manages), raises to be retried."""
         parts = key.split("/")
         if len(parts) != 2:
-            return "invalid key"
+            return SyncOutcome.INVALID_KEY
         cached = self.shared.caches.mpijobs.get(parts[0], parts[1])
         if cached is None:
-            return "not found"
+            return SyncOutcome.NOT_FOUND
         manager = _managed_by(cached)
         if manager is not None and manager != c.MANAGED_BY_MPI_OPERATOR:
-            return f"managed by {manager}"
+            return managed_by(manager)
         if (cached.get("metadata") or {}).get("deletionTimestamp"):
-            return "deleting"
+            return SyncOutcome.DELETING
         # Stored jobs are judged by upstream's rules only: a job the Go operator accepted (created before a
         # handover, or where the webhook is not called) runs as upstream runs it. Our stricter rules are the
         # webhook's, at admission, where the user can still fix the YAML.
         job, errors = parse_mpijob(defaulted_dict(cached))
         if job is None or (errors := validate_upstream(job) or annotation_errors(cached)):
             await record_events(self.shared.cluster, cached, [_validation_event(errors)], rfc3339(self.clock()))
-            return "invalid"
-        ctx = restarts.job_context(job, cached, rfc3339(self.clock()), self.shared)
+            return SyncOutcome.INVALID
+        ctx = job_context(job, cached, rfc3339(self.clock()), self.shared)
         try:
             return await self._reconcile(ctx)
         except ResourceExistsError as error:
@@ -92,18 +96,21 @@ class Reconciler:
         if cached is None or (cached.get("metadata") or {}).get("uid") != ctx.uid:
             self.shared.book.forget(ctx.uid)
 
-    async def _reconcile(self, ctx: JobContext) -> str:
-        """A finished job is only cleaned up; a job that cannot run is refused; any other gets every child ensured,
-        then the status its children show (WorkersReady included, computed purely) written once, if it changed."""
+    async def _reconcile(self, ctx: JobContext) -> SyncOutcome:
+        """A finished job is only cleaned up; a job that cannot run is refused; a job its failurePolicy restarts or
+        fails gets that decision's status; any other gets every child ensured, then the status its children show
+        (WorkersReady included, computed purely) written once, if it changed."""
         before = ctx.cached.get("status") or {}
         status, events = _with_created_condition(ctx, before)
         if is_finished(status) and status.get("completionTime"):
             return await self._finish(ctx, before, status, events)
         if errors := builders.config_map_size_errors(ctx.job, self.shared.settings.cluster_domain):
             return await self._refuse(ctx, before, status, events, _validation_event(errors))
-        if ctx.failure_policy is not None and (outcome := await restarts.run_failure_policy(
-                ctx, status, lambda new, more: self._write_status(ctx, before, new, [*events, *more]), self.metrics)):
-            return outcome
+        if ctx.failure_policy is not None:
+            effect = await restarts.run_failure_policy(ctx, status)
+            if effect.outcome is not None:
+                return await self._apply_policy(ctx, before, events, effect) or effect.outcome
+            status = effect.status  # restartCount
         _set_start_time(ctx, status)
         try:
             seen = await self._ensure_children(ctx, first_sync=not before.get("conditions"))
@@ -116,9 +123,21 @@ class Reconciler:
         if is_finished(new.status) and not launcher_done(seen.launcher):  # evicted workers ended the job
             await children.stop_launcher(ctx, seen.launcher)
         self._count(ctx, seen.launcher, new.update)
-        return "synced"
+        return SyncOutcome.SYNCED
 
-    async def _finish(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event]) -> str:
+    async def _apply_policy(self, ctx: JobContext, before: JSONDict, events: list[Event],
+                            effect: restarts.PolicyEffect) -> SyncOutcome | None:
+        """The failurePolicy's decision: its status written (a restart's commit point), then what follows that
+        write; the pods it judged are forgotten (not when a step fails: the next sync judges them again).
+        Returns DELETED when the job is gone, else None."""
+        gone = await self._write_status(ctx, before, effect.status, [*events, *effect.events])
+        if gone is None:
+            await restarts.follow_up(ctx, effect, self.metrics)
+        ctx.record.evaluated(list(effect.judged))
+        return gone
+
+    async def _finish(self, ctx: JobContext, before: JSONDict, status: JSONDict,
+                      events: list[Event]) -> SyncOutcome:
         """A finished job: a launcher still running is stopped, workers are deleted per cleanPodPolicy, and
         WorkersReady says so (on jobs that have it); nothing is created."""
         await self._stop_launcher(ctx, status)
@@ -130,7 +149,7 @@ class Reconciler:
         if gone := await self._write_status(ctx, before, status, events):
             return gone
         await self._expire_stopped_launcher(ctx, str(status["completionTime"]))
-        return "finished"
+        return SyncOutcome.FINISHED
 
     async def _expire_stopped_launcher(self, ctx: JobContext, completion_time: str) -> None:
         """The launcher Job this process stopped is deleted once ``ttlSecondsAfterFinished`` has passed since the
@@ -146,14 +165,14 @@ class Reconciler:
         await children.delete_launcher(ctx, launcher)
 
     async def _refuse(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event],
-                      why: Event) -> str:
+                      why: Event) -> SyncOutcome:
         """A job that cannot run as specified ends at once, no child created: Failed with the reason and message
         of ``why``, which is also its event."""
         set_condition(status, c.CONDITION_FAILED, c.CONDITION_TRUE, why.reason, why.message, ctx.now)
         status["completionTime"] = ctx.now
         status.setdefault("replicaStatuses", {})[c.WORKER] = {}  # none was ever created
         events = [*events, why, *_workers_ready(ctx, status, [])[0]]
-        return await self._write_status(ctx, before, status, events) or "refused"
+        return await self._write_status(ctx, before, status, events) or SyncOutcome.REFUSED
 
     async def _ensure_children(self, ctx: JobContext, first_sync: bool) -> Observed:
         """Every child in upstream's order (1.2 steps 10-13), and a suspended job's workers and PodGroup deleted;
@@ -207,28 +226,28 @@ class Reconciler:
             logger.info("status not written", extra={"kv": {"key": ctx.key, "error": str(error)}})
 
     async def _write_status(self, ctx: JobContext, before: JSONDict, status: JSONDict, events: list[Event],
-                            carried: CarriedAlong | None = None) -> str:
+                            carried: CarriedAlong | None = None) -> SyncOutcome | None:
         """One status write, only on change, with the resourceVersion read (a conflict is retried); a change of
         worker counts alone is spaced out by the settler. ``carried`` is the up-to-date WorkersReady condition and ready
-        count, written only along with another change. Returns "deleted" when the job is gone, else ""."""
+        count, written only along with another change. Returns DELETED when the job is gone, else None (go on)."""
         if status != before:
             progress_only = _without_counts(status) == _without_counts(before)
             if progress_only and self.shared.settler.postpone(ctx.key, ctx.record.settled, "status"):
-                return ""
+                return None
             if carried is not None:
                 carried.apply(status)
             try:
                 await self.shared.cluster.replace_status(MPIJOBS, {**ctx.cached, "status": status})
             except ApiError as error:
                 if error.not_found:
-                    return "deleted"  # nothing left to report on: done
+                    return SyncOutcome.DELETED  # nothing left to report on: done
                 raise
             self.shared.settler.wrote(ctx.record.settled, "status")
             self.metrics.observe_written(ctx.cached, before, status)
             if any(e.reason == c.REASON_CREATED for e in events):
                 self.metrics.jobs_created.inc()
         await ctx.event(*events)
-        return ""
+        return None
 
     def _count(self, ctx: JobContext, launcher: JSONDict | None, update: StatusUpdate) -> None:
         """The job's job_info series (once it has a launcher), and the transitions this sync wrote."""

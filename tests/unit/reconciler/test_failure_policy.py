@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.mpijob.failure_policy import (
+from reconciler.mpijob.policy_decisions import (
     Decision,
     attempt_label,
     current_attempt,

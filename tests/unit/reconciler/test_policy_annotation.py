@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from reconciler.mpijob.failure_policy import failure_policy_of
+from reconciler.mpijob.policy_decisions import failure_policy_of
 from shared.api.v2types import FailurePolicy
 from tests.unit.reconciler.test_sync import World
 from tests.unit.reconciler.test_sync_failure_policy import (

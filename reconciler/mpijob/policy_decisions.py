@@ -1,4 +1,4 @@
-"""The failurePolicy at run time, pure (docs/proposals/v2.md, "spec.runPolicy.failurePolicy").
+"""The failurePolicy's decisions, pure (docs/proposals/v2.md, "spec.runPolicy.failurePolicy").
 
 Which failed pods are evaluated, which rule a failed pod satisfies and why, which rule decides (the first one
 satisfied by any evaluated pod, naming the pod that failed first), the attempt a job is at, and the attempt

@@ -153,7 +153,7 @@ class Controller:
         started = time.perf_counter()
         outcome = "error"  # cancelled mid-sync: not an error of the sync
         try:
-            outcome = await self.reconciler.sync(key)
+            outcome = str(await self.reconciler.sync(key))  # a SyncOutcome logged as its plain value
             self.queue.forget(key)
         except ApiError as error:
             outcome = "conflict" if error.conflict else "api_error"

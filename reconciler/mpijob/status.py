@@ -52,12 +52,26 @@ def is_finished(status: JSONDict) -> bool:
 
 def set_condition(  # noqa: PLR0913, PLR0917  upstream's updateMPIJobConditions, argument for argument
         status: JSONDict, condition_type: str, value: str, reason: str, message: str, now: str) -> bool:
-    """Upstream's ``updateMPIJobConditions``: True when the condition changed.
+    """Upstream's ``updateMPIJobConditions``, with two rules of our own for Restarting: True when the condition
+    changed.
 
     Same type, status and reason: no change (a new message alone is ignored). Same status with a new
-    reason keeps lastTransitionTime. The new condition is appended last; Succeeded/Failed flip an
-    existing Running (and Succeeded an existing Failed) to False in place. Restarting removes Running, and
-    Running flips Restarting to False in place (upstream removes it; upstream never sets Restarting).
+    reason keeps lastTransitionTime. The new condition replaces its type's and is appended last. What setting
+    it does to the other conditions:
+
+    ===================  =====================  ===========================================  ==============
+    condition set        existing condition     here                                         upstream
+    ===================  =====================  ===========================================  ==============
+    Succeeded or Failed  Running                flipped to False in place                    the same
+    Succeeded            Failed                 flipped to False in place                    the same
+    Restarting           Running                removed                                      the same
+    Running              Restarting             flipped to False in place, reason and        **removed**
+                                                message kept (the last restart's cause)
+    ===================  =====================  ===========================================  ==============
+
+    The last row is the divergence (docs/proposals/v2.md, "Condition Restarting"): upstream removes Restarting
+    when Running is set, which would lose the last restart's cause. Upstream never sets Restarting, so the
+    Restarting rows never apply to a job it could run; everything else is upstream's, rule for rule.
     """
     old = find_condition(status, condition_type)
     if old is not None and old.get("status") == value and old.get("reason") == reason:

@@ -15,8 +15,8 @@ from reconciler.mpijob.caches import slim_pod
 from reconciler.mpijob.context import Shared
 from reconciler.mpijob.controller import Controller
 from reconciler.mpijob.custom_resources import MPIJOBS
-from reconciler.mpijob.policy_decisions import with_attempt
 from reconciler.mpijob.metrics import OperatorMetrics
+from reconciler.mpijob.policy_decisions import with_attempt
 from reconciler.mpijob.status import Event
 from reconciler.mpijob.sync import Reconciler
 from reconciler.runtime.api_resources import JOBS, PODS

@@ -74,6 +74,7 @@ async def follow_up(ctx: JobContext, effect: PolicyEffect, metrics: OperatorMetr
 
 
 async def _decide(ctx: JobContext, status: JSONDict, removed: list[JSONDict]) -> PolicyEffect:
+    """The effect, ``status`` (the step's copy) changed to what it wants written; older attempts torn down."""
     judged = tuple(removed)
     if ctx.suspended or is_finished(status):  # pods deleted by a suspension are no failures
         return PolicyEffect(status, judged=judged)

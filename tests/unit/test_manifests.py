@@ -63,13 +63,16 @@ def test_namespaced_objects_live_in_the_operator_namespace() -> None:
     "kustomization", sorted(DEPLOY.rglob("kustomization.yaml")), ids=lambda p: str(p.relative_to(ROOT))
 )
 def test_kustomization_resources_exist_and_cover_the_directory(kustomization: Path) -> None:
-    resources = yaml.safe_load(kustomization.read_text())["resources"]
-    for entry in resources:
+    spec = yaml.safe_load(kustomization.read_text())
+    resources = spec.get("resources", [])  # a Component (deploy/components/api-v2) may only patch
+    patch_files = [patch["path"] for patch in spec.get("patches", []) if "path" in patch]
+    for entry in [*resources, *spec.get("components", []), *patch_files]:
         target = kustomization.parent / entry
         assert target.is_file() or (target / "kustomization.yaml").is_file(), f"{kustomization}: {entry}"
     if kustomization.parent != DEPLOY:
         local = {p.name for p in kustomization.parent.glob("*.yaml")} - {"kustomization.yaml"}
-        listed = {entry for entry in resources if "/" not in entry}  # deploy/certs/builtin also names ../../rbac ...
+        listed = {entry for entry in [*resources, *patch_files]
+                  if "/" not in entry}  # deploy/certs/builtin also names ../../rbac ...
         assert local == listed, "every manifest in the directory is listed, and only those"
 
 

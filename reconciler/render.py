@@ -41,6 +41,7 @@ from reconciler.mpijob.builders.job_facts import worker_replicas
 from reconciler.mpijob.policy_decisions import failure_policy_of, with_attempt
 from shared.api import MPIJob, admission_warnings, defaulted_dict, parse_mpijob, validate
 from shared.api import constants as c
+from shared.api.config_map_size import config_map_size_warnings
 from shared.api.conversion import convert
 from shared.api.field_errors import FieldError, capped
 from shared.api.v2types import MPIJobV2
@@ -98,7 +99,7 @@ def render(document: Any, *, cluster_domain: str = "", gang: GangScheduling | No
     document = {**document, "metadata": metadata}
     model = MPIJobV2 if document.get("apiVersion") == c.API_VERSION_V2 else MPIJob
     job, errors = parse_mpijob(defaulted_dict(document), model)
-    warnings = admission_warnings(job) if job is not None else []
+    warnings = admission_warnings(job) + config_map_size_warnings(job, cluster_domain) if job is not None else []
     if job is not None:
         errors = validate(job) + version_errors(job, document) or config_map_size_errors(job, cluster_domain)
     if job is None or errors:

@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-concurrent-conversions", type=positive_int, default=DEFAULT_MAX_CONCURRENT_CONVERSIONS,
                         help="ConversionReviews (and AdmissionReviews of 256 KiB or more, or chunked) read and "
                              f"answered at once; others wait, unread (default {DEFAULT_MAX_CONCURRENT_CONVERSIONS})")
+    parser.add_argument("--cluster-domain", default="",
+                        help="the reconciler's --cluster-domain: the host names whose length admission counts in "
+                             "a job's hostfile ConfigMap (empty: <host>.<job>.<ns>.svc)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="logfmt", choices=["logfmt", "json"])
     return parser
@@ -89,7 +92,7 @@ async def _serve_with(reloader: CertificateReloader, args: argparse.Namespace) -
     metrics.watch_certificate(reloader)
     app = create_app(max_body_bytes=args.max_body_bytes, max_conversion_body_bytes=args.max_conversion_body_bytes,
                      conversions=ConversionLimits(args.max_conversion_cost_bytes, args.max_concurrent_conversions),
-                     ready_check=lambda: reloader.ready, metrics=metrics)
+                     ready_check=lambda: reloader.ready, metrics=metrics, cluster_domain=args.cluster_domain)
     runners = [web.AppRunner(app, access_log=None, shutdown_timeout=10)]
     if args.health_port:
         runners.append(web.AppRunner(health_app(metrics, reloader), access_log=None))

@@ -29,6 +29,7 @@ from shared.api import (
     validate_update,
 )
 from shared.api import constants as c
+from shared.api.config_map_size import config_map_size_errors, config_map_size_warnings
 from shared.api.v2_spec_annotation import annotation_warnings, canonical_annotation
 from shared.api.v2types import MPIJobV2
 from shared.api.version_validation import version_errors
@@ -128,14 +129,16 @@ def mutate(request: JSONDict) -> Admission:
     return Admission(response, "patched", patch_ops=len(patch))
 
 
-def validate_request(request: JSONDict) -> Admission:
-    """Allow or deny an MPIJob as upstream's controller would judge it after defaulting, plus our rules."""
+def validate_request(request: JSONDict, cluster_domain: str = "") -> Admission:
+    """Allow or deny an MPIJob as upstream's controller would judge it after defaulting, plus our rules.
+    ``cluster_domain`` (the webhook's ``--cluster-domain``, as the reconciler's) lengthens the host names
+    counted in the job's ConfigMap size."""
     skip = _not_ours(request)
     if skip is not None:
         return skip
     new, errors = parse_mpijob(defaulted_dict(request["object"]), _MODELS[_version(request)])
     if new is not None:
-        errors, warnings = _judge(request, new)
+        errors, warnings = _judge(request, new, cluster_domain)
     else:
         warnings = []
     if not errors:
@@ -172,23 +175,33 @@ def _version(request: JSONDict) -> str:
     return version if version in _VERSIONS else c.VERSION
 
 
-def _judge(request: JSONDict, defaulted: MPIJob) -> tuple[list[FieldError], list[str]]:
+def _judge(request: JSONDict, defaulted: MPIJob, cluster_domain: str) -> tuple[list[FieldError], list[str]]:
     """Errors and warnings of an MPIJob that has its defaults, as upstream's controller judges it, plus those of
-    its API version's own field (v2) or annotation (v2beta1)."""
+    its API version's own field (v2) or annotation (v2beta1) and of its ConfigMap's size."""
     new = request["object"]
     warnings = admission_warnings(defaulted) + ([] if isinstance(defaulted, MPIJobV2) else annotation_warnings(new))
+    warnings += config_map_size_warnings(defaulted, cluster_domain)
     if request["operation"] != "UPDATE":
-        return validate(defaulted) + version_errors(defaulted, new), warnings
+        return _errors(defaulted, new, cluster_domain), warnings
     old_defaulted, _ = parse_mpijob(defaulted_dict(request["oldObject"]), type(defaulted))
     if old_defaulted is None:
-        return validate(defaulted) + version_errors(defaulted, new), warnings
-    errors = validate_update(old_defaulted, defaulted) + version_errors(defaulted, new, request["oldObject"])
+        return _errors(defaulted, new, cluster_domain), warnings
+    errors = (validate_update(old_defaulted, defaulted) + version_errors(defaulted, new, request["oldObject"])
+              + config_map_size_errors(defaulted, cluster_domain))
     if defaulted.metadata.get("deletionTimestamp"):
         errors = [e for e in errors if e.field.startswith("spec.runPolicy.managedBy")]
     # Ratcheting: an object stored before this webhook existed may already be invalid; an update
     # (labels, finalizers, Kueue's scheduling directives) is denied only for problems it adds.
-    existing = {str(e) for e in validate(old_defaulted) + version_errors(old_defaulted, request["oldObject"])}
+    existing = {str(e) for e in validate(old_defaulted) + version_errors(old_defaulted, request["oldObject"])
+                + config_map_size_errors(old_defaulted, cluster_domain)}
     return [e for e in errors if str(e) not in existing], warnings
+
+
+def _errors(defaulted: MPIJob, document: JSONDict, cluster_domain: str) -> list[FieldError]:
+    """A created MPIJob's errors: upstream's rules and ours, its API version's, then its ConfigMap's size (only
+    when the rest is valid: a size is computed from a job that makes sense)."""
+    errors = validate(defaulted) + version_errors(defaulted, document)
+    return errors or config_map_size_errors(defaulted, cluster_domain)
 
 
 def _not_ours(request: JSONDict) -> Admission | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 
 from aiohttp import web
@@ -32,19 +33,21 @@ DEFAULT_MAX_CONVERSION_COST_BYTES = DEFAULT_CONVERSION_LIMITS.cost_bytes
 DEFAULT_MAX_CONCURRENT_CONVERSIONS = DEFAULT_CONVERSION_LIMITS.concurrent
 
 
-def create_app(
+def create_app(  # noqa: PLR0913  keyword-only settings, each with its default
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_conversion_body_bytes: int = DEFAULT_MAX_CONVERSION_BODY_BYTES,
     conversions: ConversionLimits = DEFAULT_CONVERSION_LIMITS,
     ready_check: Callable[[], bool] = lambda: True,
     metrics: WebhookMetrics | None = None,
+    cluster_domain: str = "",
 ) -> web.Application:
     """The application with the admission and conversion endpoints, health endpoints and ``/metrics``. Each
     endpoint reads its body against its own limit (413 above it, chunked bodies too, counted while read);
     ``/convert`` and large admission reviews are also refused when their parse cost is over
     ``conversions.cost_bytes``, and take turns, ``conversions.concurrent`` at a time. aiohttp's own
-    ``client_max_size`` (for a handler that would read the body whole) is the admission limit."""
+    ``client_max_size`` (for a handler that would read the body whole) is the admission limit.
+    ``cluster_domain`` is the reconciler's ``--cluster-domain``: the ConfigMap size that validation checks."""
     app = web.Application(client_max_size=max_body_bytes)
     app[ADMISSION_BODY_LIMIT] = max_body_bytes
     app[CONVERSION_BODY_LIMIT] = max_conversion_body_bytes
@@ -53,7 +56,8 @@ def create_app(
     app[METRICS] = metrics or WebhookMetrics()
     app[READY_CHECK] = ready_check
     app.router.add_post(MUTATE_PATH, handlers.admission_handler("mutate", admission.mutate))
-    app.router.add_post(VALIDATE_PATH, handlers.admission_handler("validate", admission.validate_request))
+    app.router.add_post(VALIDATE_PATH, handlers.admission_handler(
+        "validate", functools.partial(admission.validate_request, cluster_domain=cluster_domain)))
     app.router.add_post(CONVERT_PATH, handlers.conversion_handler())
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/readyz", handlers.readyz)

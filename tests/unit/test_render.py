@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from reconciler.render import PLACEHOLDER_UID, RenderError, render_job
+from reconciler.render import render as render_document
 from shared.api.conversion import convert
 from webhook.admission import validate_request
 
@@ -116,6 +117,19 @@ def test_a_job_too_large_for_its_config_map_is_refused() -> None:
     assert result.returncode == 1
     assert "would need" in result.stderr
     assert "more than the 1048576 bytes a ConfigMap can hold" in result.stderr
+
+
+def test_a_job_past_half_its_config_map_is_warned_about_as_the_webhook_does() -> None:
+    job = yaml.safe_load((REPO_ROOT / "examples" / "pi-openmpi.yaml").read_text())
+    job["metadata"]["namespace"] = "default"
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 5000
+    review = {"uid": "u", "operation": "CREATE", "kind": {"group": "kubeflow.org", "version": "v2beta1",
+                                                          "kind": "MPIJob"},
+              "namespace": "default", "name": job["metadata"]["name"], "object": job}
+    warnings = validate_request(review, cluster_domain="cluster.local").response["warnings"]
+    assert [w.split(":")[0] for w in warnings] == ["spec.mpiReplicaSpecs[Worker].replicas"]
+    assert render_document(job, cluster_domain="cluster.local").warnings == warnings
+    assert render_document(job).warnings == []  # shorter host names: under half the limit
 
 
 POLICY = {"maxRestarts": 3, "rules": [{"name": "disrupted", "action": "RestartJob",

@@ -7,13 +7,11 @@ shares a mutable sub-object with the job, so callers may change it freely.
 
 from reconciler.mpijob.builders.child_object import controller_ref, replacing_merge_patch
 from reconciler.mpijob.builders.config_map import (
-    CONFIG_MAP_MAX_BYTES,
     RunningWorker,
     build_config_map,
     build_config_map_data,
     build_discover_hosts,
     build_hostfile,
-    config_map_size_errors,
     largest_config_map_size,
 )
 from reconciler.mpijob.builders.job_facts import calculate_min_available
@@ -43,6 +41,7 @@ from reconciler.mpijob.builders.secret import (
 )
 from reconciler.mpijob.builders.service import build_service, service_spec_patch
 from reconciler.mpijob.builders.worker import build_worker
+from shared.api.config_map_size import CONFIG_MAP_MAX_BYTES, config_map_size_errors
 
 __all__ = [
     "CONFIG_MAP_MAX_BYTES",

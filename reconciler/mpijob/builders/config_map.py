@@ -14,17 +14,14 @@ from reconciler.mpijob.builders.job_facts import (
     worker_replicas,
 )
 from shared.api import constants as c
-from shared.api import field_errors as fe
 from shared.api import names
+from shared.api.config_map_size import DISCOVER_HOSTS_SHEBANG, config_map_size
 from shared.api.types import MPIJob
 from shared.jsondict import JSONDict
 
 RunningWorker = str | Mapping[str, Any]
 """A Running worker pod, by name (in the job's namespace) or as a pod object (``metadata.name``/``namespace``)."""
 
-DISCOVER_HOSTS_SHEBANG = "#!/bin/sh\n"
-CONFIG_MAP_MAX_BYTES = 1024 * 1024
-"""What the API server lets a ConfigMap hold: the lengths of all its data keys and values together."""
 
 
 def build_hostfile(job: MPIJob, cluster_domain: str = "") -> str:
@@ -82,41 +79,5 @@ def build_config_map(job: MPIJob, cluster_domain: str = "", running_workers: Ite
     }
 
 
-def _digits_total(count: int) -> int:
-    """The number of decimal digits in 0, 1, ..., count-1 together."""
-    total, width, low = 0, 1, 0
-    while low < count:
-        high = min(count, 10**width)
-        total += (high - low) * width
-        low, width = high, width + 1
-    return total
-
-
-def largest_config_map_size(job: MPIJob, cluster_domain: str = "") -> int:
-    """The bytes the API server counts in the ConfigMap's data once every worker is Running (then
-    ``discover_hosts.sh`` lists them all): computed without building the strings."""
-    replicas = worker_replicas(job)
-    fqdn_suffix = len(names.host_fqdn("", job.name, job.namespace, cluster_domain))
-    workers = replicas * (len(names.worker_name(job.name, 0)) - 1 + fqdn_suffix) + _digits_total(replicas)
-    hosts, names_total = replicas, workers
-    if runs_launcher_as_worker(job):
-        hosts += 1
-        names_total += len(names.launcher_name(job.name)) + fqdn_suffix
-    slots = slots_per_worker(job)
-    line_end = len(f" slots={slots}\n") if mpi_implementation(job) == c.OPENMPI else len(f":{slots}\n")
-    hostfile = names_total + hosts * line_end
-    discover = len(DISCOVER_HOSTS_SHEBANG) + names_total + hosts * len("echo \n")
-    return len(c.HOSTFILE_NAME) + hostfile + len(c.DISCOVER_HOSTS_SCRIPT_NAME) + discover
-
-
-def config_map_size_errors(job: MPIJob, cluster_domain: str = "") -> list[fe.FieldError]:
-    """One error when the job's ConfigMap would not fit in a ConfigMap: too many workers, or too long names."""
-    size = largest_config_map_size(job, cluster_domain)
-    if size <= CONFIG_MAP_MAX_BYTES:
-        return []
-    name = names.config_map_name(job.name)
-    detail = (f"the hostfile and discover_hosts.sh of ConfigMap \"{name}\" would need {size} bytes, "
-              f"more than the {CONFIG_MAP_MAX_BYTES} bytes a ConfigMap can hold")
-    if job.replica_spec(c.WORKER) is None:
-        return [fe.invalid("metadata.name", job.name, detail)]
-    return [fe.invalid(f"spec.mpiReplicaSpecs[{c.WORKER}].replicas", worker_replicas(job), detail)]
+largest_config_map_size = config_map_size
+"""The ConfigMap's size with every worker Running (shared/api/config_map_size.py, which the webhook uses too)."""

@@ -157,7 +157,7 @@ def test_config_map_size_errors_only_past_the_limit() -> None:
     assert str(error) == (
         f"spec.mpiReplicaSpecs[Worker].replicas: Invalid value: {fits + 1}: the hostfile and discover_hosts.sh of "
         f'ConfigMap "pi-config" would need {largest_config_map_size(workers(fits + 1))} bytes, more than the '
-        "1048576 bytes a ConfigMap can hold")
+        f"1048576 bytes a ConfigMap can hold; at most {fits} workers fit with these names")
 
 
 def test_the_hostfile_follows_every_input_when_built_again() -> None:

@@ -20,6 +20,7 @@ from hack.devcluster.mpijobs import JSON, mpijob
 from hack.devcluster.wait import wait_for
 from reconciler.mpijob import builders
 from shared.api import MPIJob
+from shared.api.config_map_size import largest_fitting_workers
 from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
 from tests.unit.helpers import with_defaults
@@ -188,7 +189,9 @@ def test_a_hostfile_too_large_for_a_config_map_refuses_the_job(jobs: Jobs) -> No
     assert failed["message"].startswith(
         "Found validation errors: spec.mpiReplicaSpecs[Worker].replicas: Invalid value: 30000: the hostfile and "
         'discover_hosts.sh of ConfigMap "huge-config" would need ')
-    assert failed["message"].endswith("bytes, more than the 1048576 bytes a ConfigMap can hold")
+    assert failed["message"].endswith(
+        "bytes, more than the 1048576 bytes a ConfigMap can hold; at most "
+        f"{largest_fitting_workers(MPIJob.model_validate(jobs.get('huge')))} workers fit with these names")
     event = until(lambda: next((e for e in jobs.events("huge") if e["reason"] == "ValidationError"), None),
                   timeout=30, what="the ValidationError event")
     assert (event["type"], event["message"]) == ("Warning", failed["message"])

@@ -106,7 +106,7 @@ async def test_a_hostfile_too_large_for_a_config_map_refuses_the_job_before_anyt
     assert await world.sync() == "refused"
     message = ('Found validation errors: spec.mpiReplicaSpecs[Worker].replicas: Invalid value: 30000: the hostfile '
                'and discover_hosts.sh of ConfigMap "test-config" would need 2467815 bytes, more than the 1048576 '
-               "bytes a ConfigMap can hold")
+               "bytes a ConfigMap can hold; at most 12900 workers fit with these names")
     assert world.cluster.actions == [("update_status", "mpijobs", "test")]
     assert world.cluster.status_written() == {
         "conditions": [condition("WorkersReady", "False", "MPIJobFinished", "MPIJob finished: workers are released"),

@@ -1,10 +1,12 @@
-"""The built-in certificates' manifests (deploy/certs/builtin) and the chart's certificates.mode=reconciler: exactly
+"""The managed certificates' manifests (deploy/certs/builtin) and the chart's certificates.mode=managed: exactly
 deploy/ without cert-manager's objects, plus the reconciler's flags and its ClusterRole restricted by name, and the
 same objects on both paths. The webhook pods mount the serving pair only, never the CA's key."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
 
 from hack.devcluster.helm import value_flags
 from reconciler.options import parse_options
@@ -63,14 +65,16 @@ def test_the_flags_parse_as_the_defaults_of_the_reconciler() -> None:
                                                  defaults.webhook_ca_duration, defaults.webhook_ca_renew_before)
 
 
-def test_the_chart_renders_the_overlay_with_certificates_mode_reconciler() -> None:
-    chart = render(tuple(value_flags({"certificates.mode": "reconciler"})))
+@pytest.mark.parametrize("mode", ["managed", "reconciler"])
+def test_the_chart_renders_the_overlay_with_certificates_mode_managed(mode: str) -> None:
+    """managed, or its deprecated alias reconciler."""
+    chart = render(tuple(value_flags({"certificates.mode": mode})))
     expected = {**kustomize_crds(), **kustomize("deploy/certs/builtin")}
     assert changes(expected, chart) == {}
 
 
 def test_the_chart_passes_its_durations() -> None:
-    chart = render(tuple(value_flags({"certificates.mode": "reconciler", "certificates.reconciler.certDuration": "2m",
+    chart = render(tuple(value_flags({"certificates.mode": "managed", "certificates.reconciler.certDuration": "2m",
                                       "certificates.reconciler.caRenewBefore": "90s"})))
     assert "--webhook-cert-duration=2m" in args(chart)
     assert "--webhook-ca-renew-before=90s" in args(chart)

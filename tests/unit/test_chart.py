@@ -171,17 +171,17 @@ def test_api_v2_renders_the_v2_overlay() -> None:
     assert [v["name"] for v in v2[CRD]["spec"]["versions"]] == ["v2beta1", "v2"]
 
 
-@pytest.mark.parametrize("mode", ["builtIn", "reconciler"])
-def test_api_v2_with_built_in_certificates(mode: str) -> None:
-    """No cert-manager: no CA injection annotation; the conversion webhook gets the built-in caBundle (builtIn) or is
-    left for the reconciler to fill (reconciler), as the webhook configurations are."""
+@pytest.mark.parametrize("mode", ["manual", "managed"])
+def test_api_v2_without_cert_manager(mode: str) -> None:
+    """No cert-manager: no CA injection annotation; the conversion webhook gets the caBundle of certificates.manual
+    (manual) or is left for the reconciler to fill (managed), as the webhook configurations are."""
     values = {"certificates.mode": mode, "apiVersions.v2": "true"}
-    values |= {"certificates.builtIn.caBundle": CA_BUNDLE} if mode == "builtIn" else {}
+    values |= {"certificates.manual.caBundle": CA_BUNDLE} if mode == "manual" else {}
     crd = render(tuple(value_flags(values)))[CRD]
     expected = kustomize_crds("deploy/crds-v2")[CRD]
     assert crd["metadata"]["annotations"] == KEEP
     client = {**expected["spec"]["conversion"]["webhook"]["clientConfig"],
-              **({"caBundle": CA_BUNDLE} if mode == "builtIn" else {})}
+              **({"caBundle": CA_BUNDLE} if mode == "manual" else {})}
     assert crd["spec"]["conversion"]["webhook"]["clientConfig"] == client
     assert crd["spec"]["versions"] == expected["spec"]["versions"]
 
@@ -232,7 +232,7 @@ VALUE_CASES: list[tuple[str, dict[str, str], dict[Key, set[str]]]] = [
     ("crd-not-kept", {"crds.keep": "false"}, {CRD: {"metadata.annotations"}}),
     ("api-v2", {"apiVersions.v2": "true"}, {CRD: {"metadata.annotations.cert-manager.io/inject-ca-from",
                                                    "spec.conversion", "spec.versions[1]"}}),
-    ("built-in-certificates", {"certificates.mode": "builtIn", "certificates.builtIn.caBundle": CA_BUNDLE},
+    ("manual-certificates", {"certificates.mode": "manual", "certificates.manual.caBundle": CA_BUNDLE},
      {**{key: {"(removed)"} for key in CERT_MANAGER},
       **{key: {"metadata.annotations", "webhooks[0].clientConfig.caBundle"} for key in (MUTATING, VALIDATING)}}),
 ]
@@ -269,13 +269,13 @@ def test_namespace_selector_from_a_values_file(tmp_path: Path) -> None:
                for key in (MUTATING, VALIDATING))
 
 
-def test_built_in_certificates_from_python_m_webhook_certs(tmp_path: Path) -> None:
-    """The operator guide's built-in path: the files of `python -m webhook.certs` given with --set-file."""
+def test_manual_certificates_from_python_m_webhook_certs(tmp_path: Path) -> None:
+    """The operator guide's manual path: the files of `python -m webhook.certs` given with --set-file."""
     subprocess.run([sys.executable, "-m", "webhook.certs", "--out-dir", str(tmp_path)], check=True,
                    capture_output=True)
-    rendered = render(tuple(value_flags({"certificates.mode": "builtIn"}, files={
-        "certificates.builtIn.caBundle": tmp_path / "ca-bundle.b64",
-        "certificates.builtIn.tlsCrt": tmp_path / "tls.crt", "certificates.builtIn.tlsKey": tmp_path / "tls.key"})))
+    rendered = render(tuple(value_flags({"certificates.mode": "manual"}, files={
+        "certificates.manual.caBundle": tmp_path / "ca-bundle.b64",
+        "certificates.manual.tlsCrt": tmp_path / "tls.crt", "certificates.manual.tlsKey": tmp_path / "tls.key"})))
     secret = rendered[TLS_SECRET]
     assert secret["type"] == "kubernetes.io/tls"
     assert {k: base64.b64decode(v).decode() for k, v in secret["data"].items()} == {
@@ -287,12 +287,18 @@ def test_built_in_certificates_from_python_m_webhook_certs(tmp_path: Path) -> No
 
 REJECTIONS: list[tuple[str, dict[str, str], list[str]]] = [
     ("certificate-mode", {"certificates.mode": "vault"},
-     ["at '/certificates/mode': value must be one of 'cert-manager', 'builtIn'"]),
-    ("built-in-without-ca", {"certificates.mode": "builtIn"},
-     ["at '/certificates/builtIn/caBundle': minLength: got 0, want 1"]),
-    ("certificate-without-key", {"certificates.mode": "builtIn", "certificates.builtIn.caBundle": CA_BUNDLE,
-                                 "certificates.builtIn.tlsCrt": "-----BEGIN CERTIFICATE-----"},
-     ["at '/certificates/builtIn/tlsKey': minLength: got 0, want 1"]),
+     ["at '/certificates/mode': value must be one of 'cert-manager', 'managed', 'manual', 'builtIn', 'reconciler'"]),
+    ("manual-without-ca", {"certificates.mode": "manual"},
+     ["at '/certificates/manual/caBundle': minLength: got 0, want 1"]),
+    ("certificate-without-key", {"certificates.mode": "manual", "certificates.manual.caBundle": CA_BUNDLE,
+                                 "certificates.manual.tlsCrt": "-----BEGIN CERTIFICATE-----"},
+     ["at '/certificates/manual/tlsKey': minLength: got 0, want 1"]),
+    ("built-in-alias-without-ca", {"certificates.mode": "builtIn"},
+     ["at '/certificates/manual/caBundle': minLength: got 0, want 1"]),
+    ("built-in-alias-certificate-without-key",
+     {"certificates.mode": "builtIn", "certificates.builtIn.caBundle": CA_BUNDLE,
+      "certificates.builtIn.tlsCrt": "-----BEGIN CERTIFICATE-----"},
+     ["at '/certificates/builtIn': missing property 'tlsKey'"]),
     ("failure-policy", {"webhook.validatingFailurePolicy": "Never"},
      ["at '/webhook/validatingFailurePolicy': value must be one of 'Fail', 'Ignore'"]),
     ("pull-policy", {"reconciler.imagePullPolicy": "Sometimes"},
@@ -315,6 +321,36 @@ REJECTIONS: list[tuple[str, dict[str, str], list[str]]] = [
 ]
 
 
+MODE_ALIASES: list[tuple[str, dict[str, str], dict[str, str]]] = [
+    ("managed", {"certificates.mode": "managed"}, {"certificates.mode": "reconciler"}),
+    ("managed-durations", {"certificates.mode": "managed", "certificates.reconciler.certDuration": "2m"},
+     {"certificates.mode": "reconciler", "certificates.reconciler.certDuration": "2m"}),
+    ("manual", {"certificates.mode": "manual", "certificates.manual.caBundle": CA_BUNDLE},
+     {"certificates.mode": "builtIn", "certificates.builtIn.caBundle": CA_BUNDLE}),
+    ("manual-old-values", {"certificates.mode": "manual", "certificates.manual.caBundle": CA_BUNDLE},
+     {"certificates.mode": "manual", "certificates.builtIn.caBundle": CA_BUNDLE}),
+    ("manual-new-values", {"certificates.mode": "manual", "certificates.manual.caBundle": CA_BUNDLE},
+     {"certificates.mode": "builtIn", "certificates.manual.caBundle": CA_BUNDLE}),
+    ("manual-secret-v2-monitoring",
+     {"certificates.mode": "manual", "certificates.manual.caBundle": CA_BUNDLE, "apiVersions.v2": "true",
+      "certificates.manual.tlsCrt": "-----BEGIN CERTIFICATE-----\nA", "certificates.manual.tlsKey":
+      "-----BEGIN PRIVATE KEY-----\nB", "monitoring.serviceMonitor.enabled": "true"},
+     {"certificates.mode": "builtIn", "certificates.builtIn.caBundle": CA_BUNDLE, "apiVersions.v2": "true",
+      "certificates.builtIn.tlsCrt": "-----BEGIN CERTIFICATE-----\nA", "certificates.builtIn.tlsKey":
+      "-----BEGIN PRIVATE KEY-----\nB", "monitoring.serviceMonitor.enabled": "true"}),
+]
+
+
+@pytest.mark.parametrize(("new", "deprecated"), [pytest.param(n, d, id=i) for i, n, d in MODE_ALIASES])
+def test_a_deprecated_certificate_mode_renders_what_its_new_name_does(new: dict[str, str],
+                                                                     deprecated: dict[str, str]) -> None:
+    """certificates.mode builtIn is manual and reconciler is managed, certificates.builtIn.* is certificates.manual.*:
+    the same objects, whole, and not those of the default (cert-manager)."""
+    rendered = render(tuple(value_flags(new)))
+    assert rendered == render(tuple(value_flags(deprecated)))
+    assert rendered != default_render()
+
+
 @pytest.mark.parametrize(("values", "messages"), [pytest.param(v, m, id=i) for i, v, m in REJECTIONS])
 def test_schema_rejects_bad_values(values: dict[str, str], messages: list[str]) -> None:
     with pytest.raises(HelmError) as raised:
@@ -329,6 +365,7 @@ def test_lint_rejects_bad_values(values: dict[str, str], messages: list[str]) ->
     assert all(message in str(raised.value) for message in messages), str(raised.value)
 
 
-def test_lint_passes_with_default_and_built_in_values() -> None:
-    for flags in ([], value_flags({"certificates.mode": "builtIn", "certificates.builtIn.caBundle": CA_BUNDLE})):
+def test_lint_passes_with_default_and_manual_values() -> None:
+    for flags in ([], value_flags({"certificates.mode": "manual", "certificates.manual.caBundle": CA_BUNDLE}),
+                  value_flags({"certificates.mode": "builtIn", "certificates.builtIn.caBundle": CA_BUNDLE})):
         assert "0 chart(s) failed" in helm(helm_binary(), "lint", "--strict", str(CHART), *flags)

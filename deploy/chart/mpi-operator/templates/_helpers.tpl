@@ -8,6 +8,23 @@ app.kubernetes.io/part-of: mpijob-operator
 {{ .repository }}:{{ .tag }}
 {{- end }}
 
+{{/* certificates.mode with the deprecated aliases resolved: cert-manager, managed (alias reconciler) or manual (alias
+builtIn). Every template decides on this, so an alias renders exactly the objects of its new name. */}}
+{{- define "mpi-operator.certMode" -}}
+{{- $mode := .Values.certificates.mode -}}
+{{- get (dict "builtIn" "manual" "reconciler" "managed") $mode | default $mode -}}
+{{- end }}
+
+{{/* The manual mode's values as YAML (use with fromYaml): certificates.manual.<key>, or the deprecated
+certificates.builtIn.<key> where the former is empty. */}}
+{{- define "mpi-operator.manualCertificates" -}}
+{{- $new := .Values.certificates.manual | default dict -}}
+{{- $old := .Values.certificates.builtIn | default dict -}}
+{{- range $key := list "caBundle" "tlsCrt" "tlsKey" }}
+{{ $key }}: {{ get $new $key | default (get $old $key) | default "" | toJson }}
+{{- end }}
+{{- end }}
+
 {{/* The webhook configurations' certificate: cert-manager's injection annotation, or nothing. */}}
 {{- define "mpi-operator.injectCA" -}}
 {{- if eq .Values.certificates.mode "cert-manager" }}
@@ -16,7 +33,7 @@ app.kubernetes.io/part-of: mpijob-operator
 {{- end }}
 {{- end }}
 
-{{/* A webhook's clientConfig for PATH, with the built-in caBundle when that mode is chosen. */}}
+{{/* A webhook's clientConfig for PATH, with the manual mode's caBundle when that mode is chosen. */}}
 {{- define "mpi-operator.clientConfig" -}}
 clientConfig:
   service:
@@ -24,8 +41,8 @@ clientConfig:
     namespace: mpi-operator
     path: {{ .path }}
     port: 443
-  {{- if eq .root.Values.certificates.mode "builtIn" }}
-  caBundle: {{ .root.Values.certificates.builtIn.caBundle | trim | quote }}
+  {{- if eq (include "mpi-operator.certMode" .root) "manual" }}
+  caBundle: {{ (include "mpi-operator.manualCertificates" .root | fromYaml).caBundle | trim | quote }}
   {{- end }}
 {{- end }}
 
@@ -34,7 +51,7 @@ clientConfig:
 {{- $r := .Values.reconciler -}}
 - --lock-namespace={{ $r.lockNamespace }}
 - --monitoring-port={{ $r.monitoringPort }}
-{{- if eq .Values.certificates.mode "reconciler" }}
+{{- if eq (include "mpi-operator.certMode" .) "managed" }}
 {{- $c := .Values.certificates.reconciler }}
 - --manage-webhook-certificates=true
 - --webhook-cert-duration={{ $c.certDuration }}

@@ -1,11 +1,11 @@
 """Deploy our operator as a cluster admin would, on a real-node cluster, and remove it again keeping the jobs.
 
 - deploy: `kubectl apply --server-side -k deploy/crds/` (the CRD, its own first step), then `kubectl apply
-  --server-side -k` of an overlay of `deploy/` with the built-in certificate path (deploy/certs/README.md,
+  --server-side -k` of an overlay of `deploy/` with the manual certificate path (deploy/certs/README.md,
   section 2); remove: the operator's removal of docs/operator-guide.md#uninstall, `kubectl delete -k` of the
   same overlay, the webhook configurations first. The CRD stays, and with it every MPIJob and its pods.
 - helm_install, helm_upgrade, helm_uninstall: the same operator as the Helm release `mpi-operator` of
-  deploy/chart/mpi-operator (docs/operator-guide.md#with-helm), built-in certificates; a CRD there already (applied
+  deploy/chart/mpi-operator (docs/operator-guide.md#with-helm), manual certificates; a CRD there already (applied
   with kubectl) is adopted by the release first, as the guide says; `helm uninstall` leaves the CRD too (the
   chart's crds.keep, Helm's keep policy).
 
@@ -72,7 +72,7 @@ def operator_image_archives() -> list[Path]:
 
 
 def _overlay(directory: Path, ca_bundle: str) -> Path:
-    """deploy/ with the built-in certificates: its cert-manager objects (deploy/certs) left out, the webhook
+    """deploy/ with the manual certificates: its cert-manager objects (deploy/certs) left out, the webhook
     configurations given CA_BUNDLE instead of cert-manager's annotation. `kubectl delete -k` of it is
     `kubectl delete -k deploy/` without cert-manager: the CRD is not in it (deploy/crds/ is applied apart)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -103,7 +103,7 @@ def _webhook_count() -> int:
 
 
 def certificates(directory: Path) -> Path:
-    """The built-in certificates of `python -m webhook.certs` in DIRECTORY, written there unless they are
+    """The manual certificates of `python -m webhook.certs` in DIRECTORY, written there unless they are
     already (an admin keeps them: a reinstall uses the same CA)."""
     if not (directory / "ca-bundle.b64").is_file():
         subprocess.run([sys.executable, "-m", "webhook.certs", "--out-dir", str(directory)], check=True,
@@ -270,16 +270,16 @@ def exists(cluster: LocalCluster, doc: Mapping[str, Any]) -> bool:
 
 
 def helm_flags(certs: Path, values: Mapping[str, str] | None = None) -> list[str]:
-    """`helm install`'s value flags for the images as imported, the built-in certificates in CERTS, and VALUES."""
-    files = {"certificates.builtIn.caBundle": certs / "ca-bundle.b64", "certificates.builtIn.tlsCrt": certs / "tls.crt",
-             "certificates.builtIn.tlsKey": certs / "tls.key"}
-    return value_flags({**HELM_IMAGES, "certificates.mode": "builtIn", **(values or {})}, files=files)
+    """`helm install`'s value flags for the images as imported, the manual certificates in CERTS, and VALUES."""
+    files = {"certificates.manual.caBundle": certs / "ca-bundle.b64", "certificates.manual.tlsCrt": certs / "tls.crt",
+             "certificates.manual.tlsKey": certs / "tls.key"}
+    return value_flags({**HELM_IMAGES, "certificates.mode": "manual", **(values or {})}, files=files)
 
 
 def helm_install(cluster: LocalCluster, binary: Path, work_dir: Path, values: Mapping[str, str] | None = None,
                  timeout: float = 180) -> dict[str, float]:
     """`helm install mpi-operator deploy/chart/mpi-operator` as docs/operator-guide.md#with-helm gives it, with
-    the built-in certificates (in WORK_DIR/webhook-certs, made once and kept for a reinstall), a CRD there already
+    the manual certificates (in WORK_DIR/webhook-certs, made once and kept for a reinstall), a CRD there already
     adopted first (adopt_crd); then the waits of `deploy`. Returns the seconds of each step."""
     began = time.monotonic()
     certs = certificates(work_dir / "webhook-certs")
@@ -327,7 +327,7 @@ def helm_release(cluster: LocalCluster, binary: Path) -> list[dict[str, Any]]:
 
 
 def patch_crd_ca_bundle(cluster: LocalCluster, ca_bundle: str) -> bool:
-    """The built-in certificates' path for the CRD's conversion webhook (deploy/certs/README.md), when kubeflow.org/v2
+    """The manual certificates' path for the CRD's conversion webhook (deploy/certs/README.md), when kubeflow.org/v2
     is on: drop the cert-manager annotation, set the caBundle of spec.conversion.webhook.clientConfig. The default CRD
     has no conversion webhook: nothing to do then. Whether there was one."""
     if api_v2.conversion_strategy(cluster) != "Webhook":
@@ -339,7 +339,7 @@ def patch_crd_ca_bundle(cluster: LocalCluster, ca_bundle: str) -> bool:
 
 
 def enable_api_v2(cluster: LocalCluster, timeout: float = 60) -> None:
-    """Turn kubeflow.org/v2 on for the deployed operator as docs/operator-guide.md says with the built-in
+    """Turn kubeflow.org/v2 on for the deployed operator as docs/operator-guide.md says with the manual
     certificates: `kubectl apply --server-side --force-conflicts -k deploy/crds-v2/`, the conversion caBundle patched
     (the one of the admission webhooks), until a list through v2 succeeds (the API server converts through the
     webhook pods)."""

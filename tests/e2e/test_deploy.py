@@ -1,4 +1,4 @@
-"""The operator as a cluster admin deploys it (`kubectl apply --server-side -k`, built-in certificates),
+"""The operator as a cluster admin deploys it (`kubectl apply --server-side -k`, manual certificates),
 from the images Dockerfile.webhook and Dockerfile.reconciler build: every e2e test runs through it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The operator as a Helm release on the real node, as docs/operator-guide.md gives it ("With Helm", "Uninstall"):
-`helm install` of deploy/chart/mpi-operator with the images as imported and the built-in certificates, a real
+`helm install` of deploy/chart/mpi-operator with the images as imported and the manual certificates, a real
 MPI job, `helm upgrade` while a job runs, `helm uninstall` while a job runs (the job, its launcher and its
 workers stay) and `helm install` again (the job is adopted and completes), then a last `helm uninstall` that
 leaves exactly the CRD.
@@ -57,7 +57,7 @@ UPGRADE = {"reconciler.threadiness": "8", "webhook.resources.limits.memory": "32
 @dataclass
 class Release:
     binary: Path
-    work_dir: Path  # the built-in certificates, kept for a reinstall
+    work_dir: Path  # the manual certificates, kept for a reinstall
     timings: dict[str, float] = field(default_factory=dict)
 
 

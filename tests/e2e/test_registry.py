@@ -4,7 +4,7 @@ A local registry (Debian's docker-registry, a host process on 127.0.0.1, plain H
 `make images REGISTRY=<it>/mpijob TAG=<fresh> INSECURE=1` builds both images and pushes them there, the real
 node's containerd is configured for that registry (a hosts.toml, RealNodeCluster.registry_configured), and the
 operator is deployed with the kustomization the target printed (its `images:`; the resources are the package's
-overlay of deploy/ with the built-in certificates). The operator's pods then run images pulled from the
+overlay of deploy/ with the manual certificates). The operator's pods then run images pulled from the
 registry: their imageIDs are the pushed digests and the registry's access log shows containerd fetching the
 manifests; the webhook admits and the reconciler runs a job. The package's operator (the imported
 `mpijob-operator/*:dev` images) is put back afterwards, however the test ends.
@@ -129,7 +129,7 @@ def deployed_from_registry(real_cluster: RealNodeCluster, registry: LocalRegistr
     output = push(registry, f"e2e-{uuid.uuid4().hex[:8]}")
     kustomization = printed_kustomization(output)
     printed_overlay_renders(real_cluster, kustomization, printed_references(output), tmp_path / "printed")
-    base = _overlay(tmp_path / "base", ca_bundle)  # deploy/ as the package deployed it (built-in certificates)
+    base = _overlay(tmp_path / "base", ca_bundle)  # deploy/ as the package deployed it (manual certificates)
     (tmp_path / "from-registry").mkdir()
     kustomization["resources"] = [os.path.relpath(base, tmp_path / "from-registry")]
     (tmp_path / "from-registry" / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))

@@ -78,9 +78,9 @@ def dry_run(cluster: LocalCluster, obj: dict[str, Any], namespace: str) -> subpr
 
 
 @pytest.mark.usefixtures("monitoring_crds")
-@pytest.mark.parametrize("certificates", [{}, {"certificates.mode": "builtIn",
-                                               "certificates.builtIn.caBundle": CA_BUNDLE}],
-                         ids=["cert-manager", "built-in"])
+@pytest.mark.parametrize("certificates", [{}, {"certificates.mode": "manual",
+                                               "certificates.manual.caBundle": CA_BUNDLE}],
+                         ids=["cert-manager", "manual"])
 def test_the_api_server_accepts_the_charts_monitoring_objects(
         cluster: LocalCluster, namespace: str, helm_binary: Path, certificates: dict[str, str]) -> None:
     objects = [o for o in render_chart(helm_binary, value_flags({**ALL_ON, **certificates}))

@@ -6,7 +6,8 @@ adopted as the guide says, and `helm upgrade` turns kubeflow.org/v2 on and off (
 
 The chart's webhook configurations and its cluster-wide objects have the names of the operator the other
 integration tests deploy, so this test runs on a control plane of its own (one kwok node, no MPIJob CRD
-beforehand), with the built-in certificates of `python -m webhook.certs` (there is no cert-manager).
+beforehand), with the manual certificates of `python -m webhook.certs` (there is no cert-manager): certificates.mode
+manual, and its deprecated alias builtIn (with certificates.builtIn.*) for the adoption test.
 The images never run: kwok plays the pods.
 """
 
@@ -50,8 +51,8 @@ def own_cluster() -> Iterator[LocalCluster]:
 def certificate_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("webhook-certs")
     subprocess.run([sys.executable, "-m", "webhook.certs", "--out-dir", str(out)], check=True, capture_output=True)
-    return {"certificates.builtIn.caBundle": out / "ca-bundle.b64", "certificates.builtIn.tlsCrt": out / "tls.crt",
-            "certificates.builtIn.tlsKey": out / "tls.key"}
+    return {"certificates.manual.caBundle": out / "ca-bundle.b64", "certificates.manual.tlsCrt": out / "tls.crt",
+            "certificates.manual.tlsKey": out / "tls.key"}
 
 
 def resource(obj: Doc) -> str:
@@ -73,14 +74,14 @@ def get(cluster: LocalCluster, obj: Doc) -> Doc | None:
 
 def test_install_upgrade_uninstall(own_cluster: LocalCluster, helm_binary: Path,
                                    certificate_files: dict[str, Path]) -> None:
-    flags = value_flags({"certificates.mode": "builtIn"}, files=certificate_files)
+    flags = value_flags({"certificates.mode": "manual"}, files=certificate_files)
     rendered = render_chart(helm_binary, flags)
     kubeconfig = own_cluster.kubeconfig
     helm(helm_binary, "install", RELEASE, str(CHART), "--namespace=default", *flags, kubeconfig=kubeconfig)
 
     missing = [resource(obj) for obj in rendered if get(own_cluster, obj) is None]
     assert missing == [], "objects the chart renders that the install did not create"
-    bundle = certificate_files["certificates.builtIn.caBundle"].read_text().strip()
+    bundle = certificate_files["certificates.manual.caBundle"].read_text().strip()
     for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
         proc = own_cluster.kubectl("get", kind, "mpijob-webhook", "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}")
         assert proc.stdout == bundle
@@ -133,18 +134,20 @@ def test_an_existing_crd_is_adopted_and_v2_turned_on_and_off(own_cluster: LocalC
                                                              certificate_files: dict[str, Path]) -> None:
     """The CRD applied with kubectl (the kustomize path, or an earlier chart's crds/): `helm install` refuses it
     until it is adopted (docs/operator-guide.md#with-helm); then apiVersions.v2 adds v2 and the conversion webhook
-    with the built-in caBundle, and takes them away again; `helm uninstall` leaves the CRD."""
+    with the manual mode's caBundle, and takes them away again; `helm uninstall` leaves the CRD. The values are the
+    deprecated aliases (certificates.mode=builtIn, certificates.builtIn.*), which still work."""
     kubeconfig = own_cluster.kubeconfig
     own_cluster.kubectl("delete", "crd", "mpijobs.kubeflow.org", "--ignore-not-found", check=True)
     own_cluster.kubectl("apply", "--server-side", "-k", str(CRDS), check=True)
-    flags = value_flags({"certificates.mode": "builtIn"}, files=certificate_files)
+    deprecated = {key.replace(".manual.", ".builtIn."): path for key, path in certificate_files.items()}
+    flags = value_flags({"certificates.mode": "builtIn"}, files=deprecated)
     with pytest.raises(HarnessError, match="invalid ownership metadata"):
         helm(helm_binary, "install", RELEASE, str(CHART), "--namespace=default", *flags, kubeconfig=kubeconfig)
     assert adopt_crd(own_cluster)
     helm(helm_binary, "install", RELEASE, str(CHART), "--namespace=default", *flags, kubeconfig=kubeconfig)
     try:
         assert api_v2.served_versions(own_cluster) == ["v2beta1"]
-        bundle = certificate_files["certificates.builtIn.caBundle"].read_text().strip()
+        bundle = certificate_files["certificates.manual.caBundle"].read_text().strip()
         for v2, served in (("true", ["v2", "v2beta1"]), ("false", ["v2beta1"])):
             # --force-conflicts: spec.versions, one atomic field, is co-owned by kubectl's apply before the adoption
             helm(helm_binary, "upgrade", RELEASE, str(CHART), "--namespace=default", "--reuse-values",

@@ -295,6 +295,8 @@ REJECTIONS: list[tuple[str, dict[str, str], list[str]]] = [
      ["at '/certificates/manual/tlsKey': minLength: got 0, want 1"]),
     ("built-in-alias-without-ca", {"certificates.mode": "builtIn"},
      ["at '/certificates/manual/caBundle': minLength: got 0, want 1"]),
+    ("built-in-alias-without-any-values", {"certificates.mode": "builtIn", "certificates.manual": "null"},
+     ["at '/certificates': missing property 'manual'"]),
     ("built-in-alias-certificate-without-key",
      {"certificates.mode": "builtIn", "certificates.builtIn.caBundle": CA_BUNDLE,
       "certificates.builtIn.tlsCrt": "-----BEGIN CERTIFICATE-----"},
@@ -331,6 +333,10 @@ MODE_ALIASES: list[tuple[str, dict[str, str], dict[str, str]]] = [
      {"certificates.mode": "manual", "certificates.builtIn.caBundle": CA_BUNDLE}),
     ("manual-new-values", {"certificates.mode": "manual", "certificates.manual.caBundle": CA_BUNDLE},
      {"certificates.mode": "builtIn", "certificates.manual.caBundle": CA_BUNDLE}),
+    # a release installed before certificates.manual existed: `helm upgrade --reuse-values` keeps its values,
+    # without the chart's new defaults
+    ("release-without-manual-values", {"certificates.mode": "manual", "certificates.manual.caBundle": CA_BUNDLE},
+     {"certificates.mode": "builtIn", "certificates.manual": "null", "certificates.builtIn.caBundle": CA_BUNDLE}),
     ("manual-secret-v2-monitoring",
      {"certificates.mode": "manual", "certificates.manual.caBundle": CA_BUNDLE, "apiVersions.v2": "true",
       "certificates.manual.tlsCrt": "-----BEGIN CERTIFICATE-----\nA", "certificates.manual.tlsKey":

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 
 import pytest
 
 from hack.devcluster import LocalCluster
 from hack.devcluster.audit import audit_events, resource_of
 from hack.devcluster.mpijobs import JSON, mpijob
+from hack.devcluster.rest import ApiError
 from hack.devcluster.wait import wait_for
 from reconciler.mpijob import builders
 from shared.api import MPIJob
@@ -182,22 +184,38 @@ def test_drifted_secret_and_service_converge_in_one_write_each(jobs: Jobs, clust
     assert jobs.must("secrets", "pi-ssh")["data"] == secret["data"], "the key pair of a running job never rotates"
 
 
-def test_a_hostfile_too_large_for_a_config_map_refuses_the_job(jobs: Jobs) -> None:
-    jobs.create(mpijob("huge", 30_000))
-    failed = jobs.wait_condition("huge", "Failed", timeout=60)
-    assert failed["reason"] == "ValidationError"
-    assert failed["message"].startswith(
-        "Found validation errors: spec.mpiReplicaSpecs[Worker].replicas: Invalid value: 30000: the hostfile and "
-        'discover_hosts.sh of ConfigMap "huge-config" would need ')
-    assert failed["message"].endswith(
-        "bytes, more than the 1048576 bytes a ConfigMap can hold; at most "
-        f"{largest_fitting_workers(MPIJob.model_validate(jobs.get('huge')))} workers fit with these names")
-    event = until(lambda: next((e for e in jobs.events("huge") if e["reason"] == "ValidationError"), None),
-                  timeout=30, what="the ValidationError event")
-    assert (event["type"], event["message"]) == ("Warning", failed["message"])
-    assert jobs.get("huge")["status"]["completionTime"]
-    for plural, name, group in (("services", "huge", ""), ("configmaps", "huge-config", ""),
-                                ("secrets", "huge-ssh", ""), ("jobs", "huge-launcher", "batch/v1")):
-        assert jobs.object(plural, name, group) is None, f"{plural}/{name} was created"
-    assert jobs.pods() == []
-
+def test_a_hostfile_too_large_for_a_config_map_is_refused_at_admission_and_at_sync(jobs: Jobs) -> None:
+    """The webhook refuses it at create; one it never saw (``kube-system``, which its namespaceSelector leaves
+    out) the reconciler refuses at sync time, before anything is created."""
+    huge = mpijob("huge", 30_000)
+    model = MPIJob.model_validate({**huge, "metadata": {"name": "huge", "namespace": jobs.ns}})
+    with pytest.raises(ApiError) as denied:
+        jobs.create(copy.deepcopy(huge))
+    assert denied.value.status == 422
+    [cause] = json.loads(denied.value.body)["details"]["causes"]
+    assert cause["field"] == "spec.mpiReplicaSpecs[Worker].replicas"
+    assert cause["message"].endswith(
+        f"a ConfigMap can hold; at most {largest_fitting_workers(model)} workers fit with these names")
+    unwatched = Jobs(jobs.cluster, "kube-system")
+    name = f"huge-{jobs.ns[-6:]}"
+    unwatched.create({**huge, "metadata": {"name": name}})
+    try:
+        fits = largest_fitting_workers(MPIJob.model_validate(unwatched.get(name)))
+        failed = unwatched.wait_condition(name, "Failed", timeout=60)
+        assert failed["reason"] == "ValidationError"
+        assert failed["message"].startswith(
+            "Found validation errors: spec.mpiReplicaSpecs[Worker].replicas: Invalid value: 30000: the hostfile and "
+            f'discover_hosts.sh of ConfigMap "{name}-config" would need ')
+        assert failed["message"].endswith(
+            f"bytes, more than the 1048576 bytes a ConfigMap can hold; at most {fits} workers fit with these names")
+        event = until(lambda: next((e for e in unwatched.events(name) if e["reason"] == "ValidationError"), None),
+                      timeout=30, what="the ValidationError event")
+        assert (event["type"], event["message"]) == ("Warning", failed["message"])
+        assert unwatched.get(name)["status"]["completionTime"]
+        for plural, child, group in ((("services", name, ""), ("configmaps", f"{name}-config", ""),
+                                      ("secrets", f"{name}-ssh", ""), ("jobs", f"{name}-launcher", "batch/v1"))):
+            assert unwatched.object(plural, child, group) is None, f"{plural}/{child} was created"
+        assert unwatched.workers(name) == []
+    finally:
+        unwatched.delete(name)
+        unwatched.wait_gone("mpijobs", name, "kubeflow.org/v2beta1")

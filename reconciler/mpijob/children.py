@@ -70,9 +70,15 @@ async def ensure_config_map(ctx: JobContext) -> None:
     running = desired["data"].get(c.DISCOVER_HOSTS_SCRIPT_NAME)
     if progress_only and ctx.shared.settler.settle(ctx.key, ctx.record.settled, "config", running):
         return  # only the Running workers in discover_hosts.sh changed: written once they settle (settle.py)
-    await _patch(ctx, CONFIG_MAPS, existing, {"data": builders.replacing_merge_patch(existing.get("data"),
-                                                                                     desired["data"])})
+    await _patch(ctx, CONFIG_MAPS, existing, {"data": _changed_keys(existing.get("data") or {}, desired["data"])})
     ctx.shared.settler.wrote(ctx.record.settled, "config")
+
+
+def _changed_keys(have: JSONDict, want: JSONDict) -> JSONDict:
+    """The merge patch of ``have`` into exactly ``want`` with only the keys that change: a new list of Running
+    workers sends ``discover_hosts.sh`` alone, not the unchanged hostfile as well (half the bytes)."""
+    patch = builders.replacing_merge_patch(have, want)
+    return {key: value for key, value in patch.items() if key not in have or have[key] != value}
 
 
 async def ensure_secret(ctx: JobContext) -> None:

@@ -122,3 +122,21 @@ def test_a_refused_job_gets_no_warning_and_a_job_without_workers_no_error() -> N
     launcher_only = make_job("pi", "default", mpiReplicaSpecs={"Launcher": replica()})
     assert config_map_size_errors(launcher_only) == []
     assert config_map_size_warnings(launcher_only) == []
+
+
+def update_review(old_workers: int, new_workers: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    request = admission_review(LONG_NAME, LONG_NAMESPACE, new_workers)
+    old = admission_review(LONG_NAME, LONG_NAMESPACE, old_workers)["object"]
+    if labels:
+        request["object"]["metadata"]["labels"] = labels
+    return {**request, "operation": "UPDATE", "oldObject": old}
+
+
+def test_an_update_is_refused_only_for_a_size_problem_it_adds() -> None:
+    """Ratcheting: a job stored too large (before the webhook, or with another domain) can still be labelled;
+    raising a fitting job's workers past what fits is refused."""
+    assert validate_request(update_review(6_000, 6_000, {"team": "a"}), cluster_domain=DOMAIN).outcome == "allowed"
+    refused = validate_request(update_review(3_000, 6_000), cluster_domain=DOMAIN)
+    assert refused.outcome == "denied"
+    assert [e.field for e in refused.errors] == ["spec.mpiReplicaSpecs[Worker].replicas"]
+    assert validate_request(update_review(3_000, 3_514), cluster_domain=DOMAIN).outcome == "allowed"

@@ -13,6 +13,7 @@ The images never run: kwok plays the pods.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import subprocess
@@ -164,3 +165,76 @@ def test_an_existing_crd_is_adopted_and_v2_turned_on_and_off(own_cluster: LocalC
             "items"], timeout=120, what="the namespace mpi-operator deleted")
         remove_recreated_role(own_cluster)
     assert api_v2.served_versions(own_cluster) == ["v2beta1"]  # the CRD left by helm uninstall
+
+
+def webhook_certs(out: Path, *args: str) -> Path:
+    """`python -m webhook.certs --out-dir OUT ARGS`: OUT."""
+    subprocess.run([sys.executable, "-m", "webhook.certs", "--out-dir", str(out), *args], check=True,
+                   capture_output=True)
+    return out
+
+
+def ca_bundles(cluster: LocalCluster) -> list[str]:
+    """The caBundle of the mutating and the validating webhook configuration and of the CRD's conversion webhook."""
+    bundles = [cluster.kubectl("get", kind, "mpijob-webhook", "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}",
+                               check=True).stdout
+               for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")]
+    conversion = cluster.rest.get(api_v2.CRD_PATH)["spec"]["conversion"]
+    return [*bundles, conversion["webhook"]["clientConfig"]["caBundle"]]
+
+
+def tls_secret(cluster: LocalCluster) -> dict[str, str]:
+    """The data of the Secret mpijob-webhook-tls, decoded."""
+    proc = cluster.kubectl("-n", "mpi-operator", "get", "secret", "mpijob-webhook-tls", "-o", "json", check=True)
+    data: dict[str, str] = json.loads(proc.stdout)["data"]
+    return {key: base64.b64decode(value).decode() for key, value in data.items()}
+
+
+def test_manual_certificates_are_renewed_through_values(own_cluster: LocalCluster, helm_binary: Path,
+                                                       certificate_files: dict[str, Path], tmp_path: Path) -> None:
+    """The operator guide's "Renewing manual certificates", on a release installed with the deprecated values
+    (certificates.mode=builtIn, certificates.builtIn.*, no certificates.manual: a release from before it, whose values
+    `--reuse-values` keeps): a serving certificate of the same CA, then a new CA through a caBundle of both CAs, each
+    a `helm upgrade --reuse-values --set-file certificates.manual.*`, which wins over certificates.builtIn.*."""
+    kubeconfig = own_cluster.kubeconfig
+    own_cluster.kubectl("delete", "crd", "mpijobs.kubeflow.org", "--ignore-not-found", check=True)
+    deprecated = {key.replace(".manual.", ".builtIn."): path for key, path in certificate_files.items()}
+    install = value_flags({"certificates.mode": "builtIn", "certificates.manual": "null", "apiVersions.v2": "true"},
+                          files=deprecated)
+    old = certificate_files["certificates.manual.tlsCrt"].parent
+    renewed = tmp_path / "webhook-certs"
+    renewed.mkdir()
+    for name in ("ca.crt", "ca.key"):
+        (renewed / name).write_bytes((old / name).read_bytes())
+    webhook_certs(renewed, "--reuse-ca")
+    new_ca = webhook_certs(tmp_path / "webhook-certs-new")
+    two_cas = tmp_path / "two-cas.b64"
+    two_cas.write_text(base64.b64encode(((new_ca / "ca.crt").read_text() + (old / "ca.crt").read_text()).encode())
+                       .decode())
+
+    def upgrade(**files: Path) -> None:
+        helm(helm_binary, "upgrade", RELEASE, str(CHART), "--namespace=default", "--reuse-values",
+             *value_flags(files={f"certificates.manual.{key}": path for key, path in files.items()}),
+             kubeconfig=kubeconfig)
+
+    def pair(directory: Path) -> dict[str, str]:
+        return {"tls.crt": (directory / "tls.crt").read_text(), "tls.key": (directory / "tls.key").read_text()}
+
+    helm(helm_binary, "install", RELEASE, str(CHART), "--namespace=default", *install, kubeconfig=kubeconfig)
+    try:
+        old_bundle = (old / "ca-bundle.b64").read_text().strip()
+        assert (tls_secret(own_cluster), ca_bundles(own_cluster)) == (pair(old), [old_bundle] * 3)
+        upgrade(tlsCrt=renewed / "tls.crt", tlsKey=renewed / "tls.key")
+        assert (tls_secret(own_cluster), ca_bundles(own_cluster)) == (pair(renewed), [old_bundle] * 3)
+        upgrade(caBundle=two_cas)
+        assert (tls_secret(own_cluster), ca_bundles(own_cluster)) == (pair(renewed), [two_cas.read_text()] * 3)
+        upgrade(tlsCrt=new_ca / "tls.crt", tlsKey=new_ca / "tls.key")
+        assert (tls_secret(own_cluster), ca_bundles(own_cluster)) == (pair(new_ca), [two_cas.read_text()] * 3)
+        upgrade(caBundle=new_ca / "ca-bundle.b64")
+        new_bundle = (new_ca / "ca-bundle.b64").read_text().strip()
+        assert (tls_secret(own_cluster), ca_bundles(own_cluster)) == (pair(new_ca), [new_bundle] * 3)
+    finally:
+        helm(helm_binary, "uninstall", RELEASE, "--namespace=default", kubeconfig=kubeconfig)
+        wait_for(lambda: not own_cluster.rest.get("/api/v1/namespaces?fieldSelector=metadata.name=mpi-operator")[
+            "items"], timeout=120, what="the namespace mpi-operator deleted")
+        remove_recreated_role(own_cluster)

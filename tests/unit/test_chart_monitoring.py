@@ -26,7 +26,7 @@ RECONCILER_MONITOR: Key = ("ServiceMonitor", "mpi-operator", "mpi-operator-recon
 WEBHOOK_MONITOR: Key = ("ServiceMonitor", "mpi-operator", "mpi-operator-webhook")
 RULE: Key = ("PrometheusRule", "mpi-operator", "mpi-operator")
 CA_CONFIG_MAP: Key = ("ConfigMap", "mpi-operator", "mpijob-webhook-ca")
-BUILT_IN = {"certificates.mode": "builtIn", "certificates.builtIn.caBundle": CA_BUNDLE}
+MANUAL = {"certificates.mode": "manual", "certificates.manual.caBundle": CA_BUNDLE}
 
 
 def rendered(values: dict[str, str]) -> dict[Key, Any]:
@@ -34,9 +34,9 @@ def rendered(values: dict[str, str]) -> dict[Key, Any]:
 
 
 def added(values: dict[str, str]) -> dict[Key, Any]:
-    """The objects VALUES add to the render with BASE (the default, or the built-in certificates'), asserting that
+    """The objects VALUES add to the render with BASE (the default, or the manual certificates'), asserting that
     they change nothing else."""
-    base = BUILT_IN if values.keys() & BUILT_IN.keys() else {}
+    base = MANUAL if values.keys() & MANUAL.keys() else {}
     before = rendered(base) if base else default_render()
     after = rendered(values)
     diff = changes(before, after)
@@ -102,9 +102,9 @@ def test_service_monitors_with_labels_and_an_interval() -> None:
                              **monitors(CERT_MANAGER_CA, {"release": "kps"}, interval="30s")}
 
 
-def test_service_monitors_with_built_in_certificates_read_the_ca_bundle() -> None:
-    """The Secret of built-in certificates may have no ca.crt: the CA comes from caBundle, in a ConfigMap."""
-    assert added({**BUILT_IN, "monitoring.serviceMonitor.enabled": "true"}) == {
+def test_service_monitors_with_manual_certificates_read_the_ca_bundle() -> None:
+    """The Secret of manual certificates may have no ca.crt: the CA comes from caBundle, in a ConfigMap."""
+    assert added({**MANUAL, "monitoring.serviceMonitor.enabled": "true"}) == {
         METRICS_SERVICE: metrics_service(),
         **monitors({"configMap": {"name": "mpijob-webhook-ca", "key": "ca.crt"}}),
         CA_CONFIG_MAP: {"apiVersion": "v1", "kind": "ConfigMap",
@@ -188,5 +188,5 @@ def test_schema_rejects_bad_monitoring_values(values: dict[str, str], message: s
 
 def test_lint_passes_with_everything_on() -> None:
     values = {"monitoring.serviceMonitor.enabled": "true", "monitoring.prometheusRule.enabled": "true"}
-    for flags in (value_flags(values), value_flags({**values, **BUILT_IN})):
+    for flags in (value_flags(values), value_flags({**values, **MANUAL})):
         assert "0 chart(s) failed" in helm(helm_binary(), "lint", "--strict", str(CHART), *flags)

@@ -41,7 +41,7 @@ class Options:
     progress_write_interval: float
     log_level: str
     log_format: str
-    # the webhook's built-in certificates (reconciler/certs), off by default as upstream has none
+    # the webhook's managed certificates (reconciler/certs), off by default as upstream has none
     manage_webhook_certificates: bool = False
     webhook_cert_duration: timedelta = timedelta(days=365)
     webhook_cert_renew_before: timedelta = timedelta(days=30)

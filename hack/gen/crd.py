@@ -75,7 +75,7 @@ def build_v2_patch(schemas: Mapping[str, Schema]) -> list[Schema]:
     conversion webhook (the admission webhooks' Service, path /convert) and the v2 version, served, never stored."""
     v2 = _version("v2", v2_schema(mpijob_schema(Converter(schemas))), storage=False)
     return [
-        # cert-manager's cainjector fills the conversion webhook's caBundle; with the built-in certificates the
+        # cert-manager's cainjector fills the conversion webhook's caBundle; with managed or manual certificates the
         # reconciler (--manage-webhook-certificates) or the admin patches it instead (deploy/certs/README.md)
         {"op": "add", "path": "/metadata/annotations", "value": {INJECT_CA_ANNOTATION: INJECT_CA_FROM}},
         {"op": "add", "path": "/spec/conversion", "value": copy.deepcopy(CONVERSION)},

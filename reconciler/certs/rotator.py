@@ -54,10 +54,10 @@ class RotationMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.renewals = Counter("mpi_operator_webhook_certificate_renewals",
-                                "Built-in webhook certificates made by the reconciler, by certificate (ca, serving).",
+                                "Managed webhook certificates made by the reconciler, by certificate (ca, serving).",
                                 ["certificate"], registry=registry)
         self.errors = Counter("mpi_operator_webhook_certificate_errors",
-                              "Steps of the built-in certificate rotation that failed (retried with a backoff).",
+                              "Steps of the managed certificate rotation that failed (retried with a backoff).",
                               registry=registry)
         for certificate in ("ca", "serving"):
             self.renewals.labels(certificate)

@@ -44,7 +44,7 @@ class Controller:
     def __init__(  # noqa: PLR0913  three collaborators, then the process's options: keyword-only, named at the call
             self, client: KubeClient, reconciler: Reconciler, queue: WorkQueue, *, namespace: str = "",
             threadiness: int = 2, child_event_delay: float = 0.0, background: Sequence[Background] = ()) -> None:
-        """``background``: further tasks of the term (the webhook's built-in certificates), run beside the workers
+        """``background``: further tasks of the term (the webhook's managed certificates), run beside the workers
         on the same client, cancelled with them."""
         self.client, self.reconciler, self.queue = client, reconciler, queue
         self.background = tuple(background)

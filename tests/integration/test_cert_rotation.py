@@ -1,4 +1,4 @@
-"""Built-in certificates that renew themselves, on the real control plane (issue 29).
+"""Managed certificates that renew themselves, on the real control plane (issue 29).
 
 The reconciler runs with ``--manage-webhook-certificates`` and certificates that live minutes (a serving
 certificate of 2 minutes renewed 80 s ahead, a CA of 150 s renewed 105 s ahead), under its ServiceAccount's token

@@ -55,7 +55,8 @@ def run() -> bool:
     say("starting a local control plane plus a real node (kubelet, containerd, CoreDNS)")
     with tempfile.TemporaryDirectory(prefix="mpijob-demo-real-") as tmp, \
             RealNodeCluster(crds=[CRD], images=images) as cluster:
-        say("kubectl apply --server-side -k (deploy/ with manual certificates, made by python -m webhook.certs): the operator from its images")
+        say("kubectl apply --server-side -k (deploy/ with manual certificates, from python -m webhook.certs): "
+            "the operator from its images")
         timings = deploy(cluster, Path(tmp))
         print(f"webhook called by the API server {timings['webhook-called']:.1f}s after apply, reconciler holding "
               f"its Lease after {timings['reconciler-leader']:.1f}s")

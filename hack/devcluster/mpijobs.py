@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cluster import LocalCluster
+from .rest import ApiError
 from .wait import HarnessError, wait_for
 
 JSON = dict[str, Any]
@@ -65,3 +66,36 @@ def wait_finished(cluster: LocalCluster, namespace: str, name: str, timeout: flo
 
 def launcher_log(cluster: LocalCluster, namespace: str, name: str) -> str:
     return cluster.kubectl("logs", "-n", namespace, f"job/{name}-launcher", "--tail=-1").stdout
+
+
+def idle_mpijob(name: str, api_version: str = "kubeflow.org/v2beta1", run_policy: JSON | None = None) -> JSON:
+    """An MPIJob no operator acts on (managed by MultiKueue) and that runs nothing (suspended): what the API server,
+    the garbage collector and the namespace controller do with MPIJobs, alone."""
+    policy = {"suspend": True, "managedBy": "kueue.x-k8s.io/multikueue", **(run_policy or {})}
+    return {"apiVersion": api_version, "kind": "MPIJob", "metadata": {"name": name}, "spec": {
+        "runPolicy": policy,
+        "mpiReplicaSpecs": {"Launcher": {"template": {"spec": {"containers": [dict(CONTAINER)]}}},
+                            "Worker": {"replicas": 1, "template": {"spec": {"containers": [dict(CONTAINER)]}}}}}}
+
+
+def create_owning_a_config_map(cluster: LocalCluster, namespace: str, name: str) -> JSON:
+    """An idle v2beta1 MPIJob and a ConfigMap ``<name>-config`` it owns as its controller (as the reconciler's children
+    are, blocking the job's foreground deletion until the garbage collector deletes it); the created job."""
+    created = cluster.rest.create(MPIJOBS.format(ns=namespace), idle_mpijob(name))
+    owner = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": name,
+             "uid": created["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    cluster.rest.create(f"/api/v1/namespaces/{namespace}/configmaps", {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-config", "ownerReferences": [owner]},
+        "data": {"hostfile": ""}})
+    return created
+
+
+def is_gone(cluster: LocalCluster, path: str) -> bool:
+    """Whether the object at ``path`` is gone (404)."""
+    try:
+        cluster.rest.get(path)
+    except ApiError as err:
+        if err.status == 404:
+            return True
+        raise
+    return False

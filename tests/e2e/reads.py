@@ -16,18 +16,10 @@ import json
 import uuid
 
 from hack.devcluster import LocalCluster
-from hack.devcluster.mpijobs import JSON
-from hack.devcluster.rest import ApiError
+from hack.devcluster.mpijobs import create_owning_a_config_map, is_gone
 from hack.devcluster.wait import wait_for
 
 NAMES = ("kept", "deleted")
-
-
-def _job(name: str) -> JSON:
-    container = {"name": "main", "image": "mpi-image"}
-    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name}, "spec": {
-        "runPolicy": {"suspend": True, "managedBy": "kueue.x-k8s.io/multikueue"},
-        "mpiReplicaSpecs": {"Launcher": {"template": {"spec": {"containers": [dict(container)]}}}}}}
 
 
 def plant(cluster: LocalCluster, state: str) -> str:
@@ -36,22 +28,8 @@ def plant(cluster: LocalCluster, state: str) -> str:
     cluster.rest.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                "metadata": {"name": namespace}})
     for name in NAMES:
-        job = cluster.rest.create(f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs", _job(name))
-        owner = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": name,
-                 "uid": job["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
-        cluster.rest.create(f"/api/v1/namespaces/{namespace}/configmaps", {
-            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-owned", "ownerReferences": [owner]}})
+        create_owning_a_config_map(cluster, namespace, name)
     return namespace
-
-
-def _gone(cluster: LocalCluster, path: str) -> bool:
-    try:
-        cluster.rest.get(path)
-    except ApiError as err:
-        if err.status == 404:
-            return True
-        raise
-    return False
 
 
 def check_reads(cluster: LocalCluster, namespace: str, timeout: float = 120) -> None:
@@ -67,9 +45,9 @@ def check_reads(cluster: LocalCluster, namespace: str, timeout: float = 120) -> 
     assert kubectl("get", "mpijobs", "-o", "name").split() == [f"mpijob.kubeflow.org/{n}" for n in sorted(NAMES)]
     assert kubectl("describe", "mpijob", "kept").startswith("Name:         kept\n")
     kubectl("delete", "mpijob", "deleted", f"--timeout={int(timeout)}s")
-    wait_for(lambda: _gone(cluster, f"/api/v1/namespaces/{namespace}/configmaps/deleted-owned"), timeout, 0.5,
+    wait_for(lambda: is_gone(cluster, f"/api/v1/namespaces/{namespace}/configmaps/deleted-config"), timeout, 0.5,
              what="the garbage collector deleting what the deleted MPIJob owned")
-    assert not _gone(cluster, f"/api/v1/namespaces/{namespace}/configmaps/kept-owned")
+    assert not is_gone(cluster, f"/api/v1/namespaces/{namespace}/configmaps/kept-config")
     cluster.rest.request("DELETE", f"/api/v1/namespaces/{namespace}")
-    wait_for(lambda: _gone(cluster, f"/api/v1/namespaces/{namespace}"), timeout, 0.5,
+    wait_for(lambda: is_gone(cluster, f"/api/v1/namespaces/{namespace}"), timeout, 0.5,
              what=f"the namespace {namespace}, which held an MPIJob, deleted")

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from hack.devcluster import LocalCluster, processes
+from hack.devcluster.wait import wait_for
 
 # exits one second after its SIGTERM, as a component in its graceful shutdown does
 SLOW_TO_EXIT = [sys.executable, "-c", "import signal, sys, time\n"
                 "signal.signal(signal.SIGTERM, lambda *_: (time.sleep(1.0), sys.exit(0)))\n"
+                "print('handler installed', flush=True)\n"
                 "while True: time.sleep(0.05)\n"]
 
 
@@ -28,8 +30,10 @@ def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[LocalClus
     monkeypatch.setattr("hack.devcluster.cluster.write_state", lambda *_: None)
     monkeypatch.setattr(cluster, "state", dict)
     monkeypatch.setattr(cluster, "_wait_component", lambda _: started.append(time.monotonic()))
-    cluster.processes = [processes.start("kube-scheduler", SLOW_TO_EXIT, tmp_path / "stand-in.log")]
-    time.sleep(0.5)  # its SIGTERM handler installed
+    log = tmp_path / "stand-in.log"
+    cluster.processes = [processes.start("kube-scheduler", SLOW_TO_EXIT, log)]
+    wait_for(lambda: "handler installed" in log.read_text(), timeout=30, interval=0.02,
+             what="the stand-in's SIGTERM handler installed")
     return cluster, started
 
 

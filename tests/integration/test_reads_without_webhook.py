@@ -17,8 +17,9 @@ import pytest
 import yaml
 
 from hack.devcluster import LocalCluster, api_v2
+from hack.devcluster.mpijobs import create_owning_a_config_map, is_gone
+from hack.devcluster.mpijobs import idle_mpijob as job
 from hack.devcluster.operators import OperatorWebhook
-from hack.devcluster.rest import ApiError
 from hack.devcluster.wait import wait_for
 from tests.integration.conftest import namespace_name
 
@@ -27,44 +28,12 @@ POLICY = {"maxRestarts": 2, "rules": [{"name": "disrupted", "action": "RestartJo
                                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
 STORED_POLICY = ('{"spec":{"runPolicy":{"failurePolicy":{"maxRestarts":2,"rules":[{"action":"RestartJob",'
                  '"name":"disrupted","onPodConditions":[{"status":"True","type":"DisruptionTarget"}]}]}}}}')
-CONTAINER = {"name": "main", "image": "mpi-image"}
 JSON = dict[str, Any]
-
-
-def job(name: str, api_version: str = "kubeflow.org/v2beta1", run_policy: JSON | None = None) -> JSON:
-    """An MPIJob no reconciler acts on (managed by MultiKueue) and that runs nothing (suspended)."""
-    policy = {"suspend": True, "managedBy": "kueue.x-k8s.io/multikueue", **(run_policy or {})}
-    return {"apiVersion": api_version, "kind": "MPIJob", "metadata": {"name": name}, "spec": {
-        "runPolicy": policy,
-        "mpiReplicaSpecs": {"Launcher": {"template": {"spec": {"containers": [dict(CONTAINER)]}}},
-                            "Worker": {"replicas": 1, "template": {"spec": {"containers": [dict(CONTAINER)]}}}}}}
 
 
 def kubectl(cluster: LocalCluster, namespace: str, *args: str, obj: Any = None) -> tuple[int, str, str]:
     result = cluster.kubectl("-n", namespace, *args, input=yaml.safe_dump(obj) if obj is not None else None)
     return result.returncode, result.stdout, result.stderr
-
-
-def create_with_child(cluster: LocalCluster, namespace: str, name: str) -> JSON:
-    """A v2beta1 MPIJob and a ConfigMap it owns as its controller (as the reconciler's children are), which
-    blocks the job's foreground deletion until the garbage collector deletes it."""
-    created = cluster.rest.create(f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs", job(name))
-    owner = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": name,
-             "uid": created["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
-    cluster.rest.create(f"/api/v1/namespaces/{namespace}/configmaps", {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-config", "ownerReferences": [owner]},
-        "data": {"hostfile": ""}})
-    return created
-
-
-def gone(cluster: LocalCluster, path: str) -> bool:
-    try:
-        cluster.rest.get(path)
-    except ApiError as err:
-        if err.status == 404:
-            return True
-        raise
-    return False
 
 
 @pytest.fixture
@@ -101,12 +70,12 @@ def test_kubectl_get_describe_and_delete(cluster: LocalCluster, namespace: str) 
 def test_cascading_deletion_of_a_jobs_children(cluster: LocalCluster, namespace: str, cascade: str) -> None:
     """The garbage collector deletes what the job owns: foreground (kubectl waits until the child is gone and the
     job after it) and background (the job first, its child after)."""
-    create_with_child(cluster, namespace, "pi")
+    create_owning_a_config_map(cluster, namespace, "pi")
     code, _, err = kubectl(cluster, namespace, "delete", "mpijob", "pi", f"--cascade={cascade}", "--timeout=60s")
     assert code == 0, err
     child = f"/api/v1/namespaces/{namespace}/configmaps/pi-config"
-    wait_for(lambda: gone(cluster, child), timeout=60, interval=0.2, what="the garbage collector deleting the child")
-    assert gone(cluster, f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/pi")
+    wait_for(lambda: is_gone(cluster, child), timeout=60, interval=0.2, what="the garbage collector deleting the child")
+    assert is_gone(cluster, f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/pi")
 
 
 @pytest.mark.usefixtures("default_crd")
@@ -114,9 +83,9 @@ def test_deleting_a_namespace_that_holds_a_job(cluster: LocalCluster, request: p
     """The namespace controller deletes the MPIJob and what it owns, and the namespace goes."""
     name = namespace_name(request.node.name)
     cluster.rest.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    create_with_child(cluster, name, "pi")
+    create_owning_a_config_map(cluster, name, "pi")
     cluster.rest.request("DELETE", f"/api/v1/namespaces/{name}")
-    wait_for(lambda: gone(cluster, f"/api/v1/namespaces/{name}"), timeout=90, interval=0.5,
+    wait_for(lambda: is_gone(cluster, f"/api/v1/namespaces/{name}"), timeout=90, interval=0.5,
              what=f"the namespace {name} deleted")
 
 
@@ -156,7 +125,7 @@ def test_v2_on_off_on_keeps_a_v2_jobs_failure_policy(cluster: LocalCluster, v2_o
     assert [v["name"] for v in crd["spec"]["versions"]] == ["v2beta1"]
     assert "cert-manager.io/inject-ca-from" not in (crd["metadata"].get("annotations") or {})
     assert crd["status"]["storedVersions"] == ["v2beta1"]
-    assert gone(cluster, f"/apis/kubeflow.org/v2/namespaces/{namespace}/mpijobs/pi")
+    assert is_gone(cluster, f"/apis/kubeflow.org/v2/namespaces/{namespace}/mpijobs/pi")
     code, out, err = kubectl(cluster, namespace, "get", "mpijob", "pi", "-o", "json")
     assert code == 0, err
     stored = json.loads(out)

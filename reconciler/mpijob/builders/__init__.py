@@ -12,7 +12,6 @@ from reconciler.mpijob.builders.config_map import (
     build_config_map_data,
     build_discover_hosts,
     build_hostfile,
-    largest_config_map_size,
 )
 from reconciler.mpijob.builders.job_facts import calculate_min_available
 from reconciler.mpijob.builders.launcher import (
@@ -41,7 +40,7 @@ from reconciler.mpijob.builders.secret import (
 )
 from reconciler.mpijob.builders.service import build_service, service_spec_patch
 from reconciler.mpijob.builders.worker import build_worker
-from shared.api.config_map_size import CONFIG_MAP_MAX_BYTES, config_map_size_errors
+from shared.api.config_map_size import CONFIG_MAP_MAX_BYTES, config_map_size, config_map_size_errors
 
 __all__ = [
     "CONFIG_MAP_MAX_BYTES",
@@ -66,10 +65,10 @@ __all__ = [
     "calc_priority_class_name",
     "calculate_min_available",
     "calculate_min_resources",
+    "config_map_size",
     "config_map_size_errors",
     "controller_ref",
     "decorate_pod_template",
-    "largest_config_map_size",
     "native_spec_differs",
     "no_priority_classes",
     "overridden_scheduler_name",

@@ -15,7 +15,7 @@ from reconciler.mpijob.builders.job_facts import (
 )
 from shared.api import constants as c
 from shared.api import names
-from shared.api.config_map_size import DISCOVER_HOSTS_SHEBANG, config_map_size
+from shared.api.config_map_size import DISCOVER_HOSTS_SHEBANG
 from shared.api.types import MPIJob
 from shared.jsondict import JSONDict
 
@@ -78,6 +78,3 @@ def build_config_map(job: MPIJob, cluster_domain: str = "", running_workers: Ite
         "data": build_config_map_data(job, cluster_domain, running_workers),
     }
 
-
-largest_config_map_size = config_map_size
-"""The ConfigMap's size with every worker Running (shared/api/config_map_size.py, which the webhook uses too)."""

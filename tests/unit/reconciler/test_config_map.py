@@ -13,8 +13,8 @@ from reconciler.mpijob.builders import (
     build_config_map,
     build_discover_hosts,
     build_hostfile,
+    config_map_size,
     config_map_size_errors,
-    largest_config_map_size,
 )
 from tests.unit.reconciler.helpers import make_job, owner_ref, replica
 
@@ -144,19 +144,19 @@ def test_largest_config_map_size_counts_what_the_api_server_counts(
     job = job_for("sized", "tenant-a", implementation, launcher_as_worker, workers, 12)
     every_worker_running = [f"sized-worker-{i}" for i in range(workers)]
     data = build_config_map(job, domain, every_worker_running)["data"]
-    assert largest_config_map_size(job, domain) == sum(len(key) + len(value) for key, value in data.items())
+    assert config_map_size(job, domain) == sum(len(key) + len(value) for key, value in data.items())
 
 
 def test_config_map_size_errors_only_past_the_limit() -> None:
     def workers(replicas: int) -> Any:
         return make_job("pi", "default", mpiReplicaSpecs={"Launcher": replica(), "Worker": replica(replicas=replicas)})
 
-    fits = max(n for n in range(10_000, 20_000) if largest_config_map_size(workers(n)) <= CONFIG_MAP_MAX_BYTES)
+    fits = max(n for n in range(10_000, 20_000) if config_map_size(workers(n)) <= CONFIG_MAP_MAX_BYTES)
     assert config_map_size_errors(workers(fits)) == []
     [error] = config_map_size_errors(workers(fits + 1))
     assert str(error) == (
         f"spec.mpiReplicaSpecs[Worker].replicas: Invalid value: {fits + 1}: the hostfile and discover_hosts.sh of "
-        f'ConfigMap "pi-config" would need {largest_config_map_size(workers(fits + 1))} bytes, more than the '
+        f'ConfigMap "pi-config" would need {config_map_size(workers(fits + 1))} bytes, more than the '
         f"1048576 bytes a ConfigMap can hold; at most {fits} workers fit with these names")
 
 

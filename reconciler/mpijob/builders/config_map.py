@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reconciler.mpijob.builders.child_object import app_labels, object_meta
@@ -48,15 +49,28 @@ def _name_and_namespace(job: MPIJob, worker: RunningWorker) -> tuple[str, str]:
     return str(meta.get("name", "")), str(meta.get("namespace") or job.namespace)
 
 
+def _index_order(job_name: str) -> Callable[[tuple[str, str]], tuple[float, str, str]]:
+    """A sort key: workers ``<job>-worker-<i>`` by their index ``i`` as a number, any other name after them."""
+    prefix = names.worker_name(job_name, 0)[:-1]
+
+    def key(host: tuple[str, str]) -> tuple[float, str, str]:
+        suffix = host[0][len(prefix):] if host[0].startswith(prefix) else ""
+        return (int(suffix) if suffix.isdigit() else math.inf, *host)
+
+    return key
+
+
 def build_discover_hosts(job: MPIJob, running_workers: Iterable[RunningWorker], cluster_domain: str = "") -> str:
-    """The host discovery script: the launcher (with runLauncherAsWorker) then the given Running workers,
-    sorted by pod name as strings (``-worker-10`` before ``-worker-2``). The caller filters on Running.
+    """The host discovery script: the launcher (with runLauncherAsWorker) then the given Running workers in
+    index order, as the hostfile lists them (``-worker-2`` before ``-worker-10``; upstream sorts the names as
+    strings, which differs from 11 workers on: docs/kueue.md says why we don't). The caller filters on Running.
     """
     lines = [DISCOVER_HOSTS_SHEBANG]
     if runs_launcher_as_worker(job):
         launcher = names.host_fqdn(names.launcher_name(job.name), job.name, job.namespace, cluster_domain)
         lines.append(f"echo {launcher}\n")
-    for name, namespace in sorted(_name_and_namespace(job, worker) for worker in running_workers):
+    hosts = sorted((_name_and_namespace(job, worker) for worker in running_workers), key=_index_order(job.name))
+    for name, namespace in hosts:
         lines.append(f"echo {names.host_fqdn(name, job.name, namespace, cluster_domain)}\n")
     return "".join(lines)
 

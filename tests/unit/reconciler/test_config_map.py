@@ -119,9 +119,18 @@ DISCOVER_HOSTS = [
                  echo(f"{TJ}-worker-0.{DEFAULT_HOST}", f"{TJ}-worker-1.{DEFAULT_HOST}",
                       f"{TJ}-worker-2.{DEFAULT_HOST}"),
                  id="pods are sorted by name"),
-    pytest.param("default", None, [f"{TJ}-worker-2", f"{TJ}-worker-10"], "",
-                 echo(f"{TJ}-worker-10.{DEFAULT_HOST}", f"{TJ}-worker-2.{DEFAULT_HOST}"),
-                 id="names sort as strings, not numbers"),
+    pytest.param("default", None, [f"{TJ}-worker-10", f"{TJ}-worker-2", f"{TJ}-worker-1"], "",
+                 echo(f"{TJ}-worker-1.{DEFAULT_HOST}", f"{TJ}-worker-2.{DEFAULT_HOST}",
+                      f"{TJ}-worker-10.{DEFAULT_HOST}"),
+                 id="workers in index order, as numbers (upstream: as strings)"),
+    pytest.param("default", True, [f"{TJ}-worker-11", f"{TJ}-worker-9", f"{TJ}-worker-100"], "",
+                 echo(f"{TJ}-launcher.{DEFAULT_HOST}", f"{TJ}-worker-9.{DEFAULT_HOST}",
+                      f"{TJ}-worker-11.{DEFAULT_HOST}", f"{TJ}-worker-100.{DEFAULT_HOST}"),
+                 id="launcher first, then workers in index order"),
+    pytest.param("default", None, [f"{TJ}-worker-3", "other-pod", f"{TJ}-worker-x", f"{TJ}-worker-0"], "",
+                 echo(f"{TJ}-worker-0.{DEFAULT_HOST}", f"{TJ}-worker-3.{DEFAULT_HOST}",
+                      f"other-pod.{DEFAULT_HOST}", f"{TJ}-worker-x.{DEFAULT_HOST}"),
+                 id="names that are not a worker's after the workers, as strings"),
 ]
 
 
@@ -172,3 +181,17 @@ def test_the_hostfile_follows_every_input_when_built_again() -> None:
                         f"{OWS}-worker-1.{OWS_HOST} slots=1\n")
     again = [build_hostfile(job_for(*shape[:6]), shape[6]) for shape in reversed(shapes)]
     assert again == list(reversed(first))
+
+
+@pytest.mark.parametrize("launcher_as_worker", [None, True], ids=["workers only", "launcher as worker"])
+@pytest.mark.parametrize("workers", [1, 10, 11, 12, 101])
+def test_discover_hosts_lists_the_hostfile_hosts_in_the_same_order(launcher_as_worker: bool | None,
+                                                                   workers: int) -> None:
+    """Once every worker runs, discover_hosts.sh names the hostfile's hosts in the hostfile's order (the order in
+    which mpirun and Horovod hand out ranks), whatever order the pods come in."""
+    job = job_for(TJ, "default", "OpenMPI", launcher_as_worker, workers, None)
+    running = [f"{TJ}-worker-{i}" for i in range(workers)]
+    running = running[1::2] + running[::2][::-1]  # an order of neither kind
+    hostfile_hosts = [line.split(" ")[0] for line in build_hostfile(job).splitlines()]
+    assert build_discover_hosts(job, running).splitlines() == ["#!/bin/sh", *(f"echo {h}" for h in hostfile_hosts)]
+    assert len(hostfile_hosts) == workers + (1 if launcher_as_worker else 0)

@@ -96,8 +96,8 @@ async def start(workers: int, interval: float) -> Written:
 
 
 def every_worker(workers: int) -> str:
-    return "#!/bin/sh\n" + "".join(f"echo {name}.test.default.svc\n"
-                                   for name in sorted(f"test-worker-{i}" for i in range(workers)))
+    """discover_hosts.sh with every worker Running, in index order."""
+    return "#!/bin/sh\n" + "".join(f"echo test-worker-{i}.test.default.svc\n" for i in range(workers))
 
 
 async def test_without_spacing_every_start_rewrites_the_whole_list() -> None:

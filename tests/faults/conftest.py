@@ -21,13 +21,13 @@ import pytest
 from hack.devcluster import HarnessError, LocalCluster, NodePool
 from hack.devcluster.audit import audit_flags
 from hack.devcluster.binaries import find_bin_dir
+from tests import run_figures
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MPIJOB_CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 HERE = Path(__file__).resolve().parent
 # 6 kwok nodes of 1,000 pods each: room for the 5,000-worker job (hack/bench/reconciler.py has 4)
 NODE_POOL = NodePool(count=6, pods="1000")
-FIGURES: list[str] = []
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -40,21 +40,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = [item for item in items if item not in last] + last
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not FIGURES:
-        return
-    terminalreporter.section("fault suite figures")
-    for line in FIGURES:
-        terminalreporter.write_line(line)
+def record(line: str) -> None:
+    """A figure for the end-of-run summary (and ``$FAULT_FIGURES``, when set)."""
+    run_figures.add("fault suite figures", line)
     target = os.environ.get("FAULT_FIGURES")
     if target:
         with Path(target).open("a") as out:
-            out.write("\n".join(FIGURES) + "\n")
-
-
-def record(line: str) -> None:
-    """A figure for the end-of-run summary."""
-    FIGURES.append(line)
+            out.write(line + "\n")
     print(line, flush=True)
 
 

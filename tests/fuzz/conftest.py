@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from tests import run_figures
 from tests.fuzz.figures import FIGURES
 from tests.webhook.conftest import Client
 from webhook.app import create_app
@@ -18,11 +19,7 @@ async def client(aiohttp_client: Callable[..., Awaitable[Client]]) -> Client:
     return await aiohttp_client(create_app())
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not FIGURES:
-        return
-    terminalreporter.section("fuzz figures")
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """This process's fuzz figures, for the end-of-run summary (tests/run_figures.py)."""
     for figure in FIGURES:
-        terminalreporter.write_line(figure.line())
-    total = sum(f.examples for f in FIGURES)
-    terminalreporter.write_line(f"total examples: {total}")
+        run_figures.add("fuzz figures", figure.line())

@@ -113,14 +113,16 @@ async def create_launcher(ctx: JobContext) -> JSONDict:
     return slim_job(launcher) or launcher
 
 
-async def sync_launcher_suspension(ctx: JobContext, launcher: JSONDict) -> JSONDict:
-    """Suspend the launcher Job with the MPIJob, or resume it with the template's scheduling directives."""
+async def sync_launcher_suspension(ctx: JobContext, launcher: JSONDict, *, hold: bool) -> JSONDict:
+    """Suspend the launcher Job with the MPIJob; release a suspended one, with the template's scheduling directives
+    synced first, only when nothing ``hold``s it (the job is not suspended and, under WaitForWorkersReady, every
+    worker is Ready). A released launcher is suspended only with the MPIJob, never for readiness."""
     job_suspended = bool((launcher.get("spec") or {}).get("suspend"))
     name = meta(launcher)["name"]
     if ctx.suspended and not job_suspended:
         patched = await ctx.shared.cluster.patch(JOBS, ctx.namespace, name, {"spec": {"suspend": True}})
         return slim_job(patched) or launcher
-    if job_suspended and not ctx.suspended:
+    if job_suspended and not hold:
         current = await ctx.shared.cluster.get(JOBS, ctx.namespace, name)
         if (current.get("status") or {}).get("startTime"):
             # The Job API allows template changes only while status.startTime is unset.

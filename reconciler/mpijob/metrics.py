@@ -1,5 +1,6 @@
 """The reconciler's Prometheus metrics: upstream's (names byte for byte, counted once per transition), and ours:
-job start latency and duration, jobs pending and running, reconcile errors, the work queue's depth and wait."""
+job start latency and duration, the time launchers are gated, jobs pending and running, reconcile errors, the work
+queue's depth and wait."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from reconciler.mpijob.gating import gate_span
 from reconciler.mpijob.status import StatusUpdate, find_condition, is_finished, is_true
 from shared.api import constants as c
 from shared.jsondict import JSONDict, object_at
@@ -39,6 +41,12 @@ class OperatorMetrics:
             "mpi_operator_job_duration_seconds",
             "Time from an MPIJob's startTime to its completionTime, by outcome (succeeded, failed).",
             ["outcome"], buckets=DURATION_BUCKETS, registry=self.registry)
+        self.launcher_gated = Histogram(
+            "mpi_operator_launcher_gated_seconds",
+            "Time a launcher Job was held suspended waiting for every worker to be Ready (launcherCreationPolicy "
+            "WaitForWorkersReady): from the job's Running=False WaitingForWorkers condition to the launcher's "
+            "release; once per wait (again after each resume or restart).",
+            buckets=START_BUCKETS, registry=self.registry)
         self.reconcile_errors = Counter(
             "mpi_operator_reconcile_errors",
             "Syncs that failed and were requeued, by kind (conflict, api_error, resource_exists, unreachable, "
@@ -87,6 +95,10 @@ class OperatorMetrics:
             at = became_true(before, after, condition)
             if at is not None and created is not None:
                 self.start_latency.labels(stage).observe(max(at - created, 0.0))
+        if (span := gate_span(before, after)) is not None:
+            began, released = parse_time(span[0]), parse_time(span[1])
+            if began is not None and released is not None:
+                self.launcher_gated.observe(max(released - began, 0.0))
         started = parse_time(after.get("startTime")) or created
         for outcome, condition in OUTCOMES.items():
             at = became_true(before, after, condition)

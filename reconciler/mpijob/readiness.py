@@ -165,6 +165,19 @@ def set_workers_ready(status: JSONDict, new: Readiness, now: str) -> tuple[Event
     return _event(old, new), None
 
 
+def put_in_place(status: JSONDict, condition: JSONDict) -> None:
+    """``condition`` in place of the one of its type; a new one goes before the last condition, so the last
+    (the ``State`` column) stays upstream's."""
+    conditions = list(status.get("conditions") or [])
+    for index, existing in enumerate(conditions):
+        if existing.get("type") == condition.get("type"):
+            conditions[index] = condition
+            break
+    else:
+        conditions.insert(max(len(conditions) - 1, 0), condition)
+    status["conditions"] = conditions
+
+
 def put_first(status: JSONDict, condition: JSONDict) -> None:
     """``condition`` in place of the one of its type, first in the list."""
     others = [cond for cond in status.get("conditions") or [] if cond.get("type") != condition.get("type")]
@@ -189,12 +202,15 @@ class CarriedAlong:
 
     condition: JSONDict | None
     ready_workers: str | None
+    running: JSONDict | None = None  # the Running condition of a gated job with a new count (gating.py)
 
     def apply(self, status: JSONDict) -> None:
         if self.condition is not None:
             put_first(status, self.condition)
         if self.ready_workers is not None:
             status[READY_WORKERS] = self.ready_workers
+        if self.running is not None:
+            put_in_place(status, self.running)
 
 
 def update_workers_ready(status: JSONDict, seen: WorkersSeen, now: str) -> tuple[list[Event], CarriedAlong | None]:

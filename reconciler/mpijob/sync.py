@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from reconciler.mpijob import builders, children, gang, restarts, workers
+from reconciler.mpijob import builders, children, gang, gating, restarts, workers
 from reconciler.mpijob.cluster import record_events
 from reconciler.mpijob.context import JobContext, JobFacts, Shared, job_context
 from reconciler.mpijob.custom_resources import MPIJOBS
@@ -176,7 +176,8 @@ class Reconciler:
 
     async def _ensure_children(self, ctx: JobContext, first_sync: bool) -> Observed:
         """Every child in upstream's order (1.2 steps 10-13), and a suspended job's workers and PodGroup deleted;
-        what the launcher Job, its pods and the workers show."""
+        what the launcher Job, its pods and the workers show. The launcher Job is held suspended while the job
+        is suspended or waits for its workers (gating.py), re-evaluated here on every sync."""
         launcher = await children.find_launcher(ctx, first_sync)
         worker_pods: list[JSONDict] = []
         gang_ready = True  # no pod is made (nor a launcher resumed) while a native gang is being replaced
@@ -191,7 +192,8 @@ class Reconciler:
             if launcher is None and gang_ready and (ctx.launcher_at_startup or workers.all_ready(worker_pods)):
                 launcher = await children.create_launcher(ctx)
         if launcher is not None and gang_ready:
-            launcher = await children.sync_launcher_suspension(ctx, launcher)
+            hold = gating.holds_launcher(ctx, worker_pods)
+            launcher = await children.sync_launcher_suspension(ctx, launcher, hold=hold)
         if ctx.suspended:
             await self._clean_up(ctx)
         return Observed(launcher, children.launcher_pods(ctx, launcher), worker_pods, ctx.suspended)
@@ -270,7 +272,11 @@ class NextStatus:
 def next_status(facts: JobFacts, status: JSONDict, seen: Observed) -> NextStatus:
     """Pure: the new status (a copy of ``status`` changed) from what the children show, WorkersReady included."""
     status, update = compute_status(facts.namespace, facts.name, status, seen, facts.now)
-    ready_events, carried = _workers_ready(facts, status, seen.workers, launcher_waits=seen.launcher is None)
+    ready_events, carried = _workers_ready(facts, status, seen.workers, launcher_waits=gating.is_held(seen.launcher))
+    running = gating.set_waiting(facts, status, seen)
+    if running is not None:
+        carried = CarriedAlong(carried.condition if carried else None, carried.ready_workers if carried else None,
+                               running)
     return NextStatus(status, [*ready_events, *update.events], carried, update)
 
 

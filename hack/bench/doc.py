@@ -182,24 +182,33 @@ def both(webhook: dict[str, Any], concurrency: int, field: str, target: Target, 
     return " / ".join(cells), f"{target.text}: " + (f"**missed** ({', '.join(missed)})" if missed else "met")
 
 
+WEBHOOK_MEMORY_LIMIT_MIB = 512
+"""The webhook container's memory limit (deploy/webhook, the chart): its peak RSS must stay under it."""
+
+
 def webhook_lines(webhook: dict[str, Any]) -> list[str]:
+    """B2's rows. Throughput is reported as measured (its target was retired by issue 36: it was set against a
+    do-nothing handler); the p99s and the memory bound are targets."""
     trivial = {c: webhook_row(webhook, "trivial", c) for c in (1, 16)}
-    cells, verdict = both(webhook, 16, "per_core", threshold("ours", 4000, ">= 4,000/s", above=True), 0, sep=True)
+    cells = " / ".join(show(r["per_core"] if (r := webhook_row(webhook, e, 16)) else None, 0, True)
+                       for e in ("mutate", "validate"))
     ratios = " / ".join(show(webhook_ratio(webhook, e, 16), 1, unit=" %") for e in ("mutate", "validate"))
     floor = f"{trivial[16]['per_core']['median']:,.0f}/s" if trivial[16] else "-"
     lines = [f"| B2 webhook requests/s per core, 20 KB MPIJob, 16 connections: mutate / validate | no webhook | "
-             f"{cells} | {ratios} of a do-nothing handler's {floor} | {verdict} |"]
-    for concurrency, limit in ((1, 1.0), (16, 6.0)):
+             f"{cells} | {ratios} of a do-nothing handler's {floor} | reported, no target |"]
+    for concurrency, limit in ((1, 1.0), (16, 10.0)):
         cells, verdict = both(webhook, concurrency, "p99_ms", threshold("ours", limit, f"<= {limit:g} ms",
                                                                         above=False), 2)
         yardstick = trivial[concurrency]
         base = show(yardstick["p99_ms"], 2) if yardstick else "-"
         lines.append(f"| B2 webhook p99 at {concurrency} connection{'s' if concurrency > 1 else ''}, 20 KB: "
                      f"mutate / validate (ms) | no webhook | {cells} | do-nothing handler: {base} | {verdict} |")
-    idle = webhook.get("memory", {}).get("idle_mib")
-    rss = f"{idle:.1f} MiB ({idle * 1.048576:.1f} MB)" if idle is not None else "-"
-    lines.append(f"| B2 webhook RSS idle | no webhook | {rss} | | "
-                 f"{judged('<= 60 MB', None if idle is None else idle * 1.048576 <= 60)} |")
+    memory = webhook.get("memory", {})
+    idle, peak = memory.get("idle_mib"), memory.get("peak_mib")
+    rss = f"{idle:.1f} / {peak:.1f} MiB" if idle is not None and peak is not None else "-"
+    limit = WEBHOOK_MEMORY_LIMIT_MIB
+    lines.append(f"| B2 webhook RSS idle / peak over the runs | no webhook | {rss} | | "
+                 f"{judged(f'peak < {limit} MiB (its memory limit)', None if peak is None else peak < limit)} |")
     return lines
 
 

@@ -50,6 +50,17 @@ _TYPE_TEXT = {
 _VALUELESS = {ErrorType.REQUIRED, ErrorType.FORBIDDEN, ErrorType.TOO_LONG, ErrorType.INTERNAL}
 
 
+class _Omitted:
+    """apimachinery's ``field.OmitValueType``: a bad value the message leaves out."""
+
+    def __repr__(self) -> str:
+        return "OMITTED"
+
+
+OMITTED: Any = _Omitted()
+"""The bad value of an error whose message shows no value (``Invalid value: <detail>``)."""
+
+
 @dataclass(frozen=True)
 class FieldError:
     """One problem at one field path, e.g. ``spec.mpiReplicaSpecs[Launcher].replicas``."""
@@ -62,7 +73,8 @@ class FieldError:
 
     def body(self) -> str:
         """The message without the field path (apimachinery ``ErrorBody``)."""
-        text = self.type.text if self.type in _VALUELESS else f"{self.type.text}: {render_value(self.bad_value)}"
+        valueless = self.type in _VALUELESS or self.bad_value is OMITTED
+        text = self.type.text if valueless else f"{self.type.text}: {render_value(self.bad_value)}"
         return f"{text}: {self.detail}" if self.detail else text
 
     def __str__(self) -> str:

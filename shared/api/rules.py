@@ -8,6 +8,7 @@ from shared.api import constants as c
 from shared.api import dns, names
 from shared.api import field_errors as fe
 from shared.api.field_errors import FieldError
+from shared.api.kueue_topology import kueue_topology_errors
 from shared.api.types import MPIJob
 
 NameCheck = Callable[[str], list[str]]
@@ -15,7 +16,8 @@ NameCheck = Callable[[str], list[str]]
 
 def extended_errors(job: MPIJob) -> list[FieldError]:
     """Errors upstream accepts but that leave a job that can never run as the user meant."""
-    return _launcher_creation_policy_errors(job) + _replica_type_errors(job) + _derived_name_errors(job)
+    return (_launcher_creation_policy_errors(job) + _replica_type_errors(job) + _derived_name_errors(job)
+            + kueue_topology_errors(job))
 
 
 def update_errors(old: MPIJob, new: MPIJob) -> list[FieldError]:

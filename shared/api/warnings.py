@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.api import constants as c
+from shared.api.kueue_topology import kueue_topology_warnings
 from shared.api.types import MPIJob, ReplicaSpec
 
 GPU_RESOURCE_SUFFIX = "/gpu"
@@ -16,7 +17,7 @@ GPU_RESOURCE_SUFFIX = "/gpu"
 
 def admission_warnings(job: MPIJob) -> list[str]:
     """Warnings for a defaulted MPIJob."""
-    return _ssh_path_warnings(job) + _slots_warnings(job) + _restart_policy_warnings(job)
+    return _ssh_path_warnings(job) + _slots_warnings(job) + _restart_policy_warnings(job) + kueue_topology_warnings(job)
 
 
 def _ssh_path_warnings(job: MPIJob) -> list[str]:

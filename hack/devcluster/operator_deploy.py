@@ -43,8 +43,10 @@ CRDS = REPO_ROOT / "deploy" / "crds"  # a kustomization of its own: applied firs
 PART_OF = "app.kubernetes.io/part-of=mpijob-operator"  # deploy/kustomization.yaml's label, the chart's too
 ADMISSION_CONFIGURATION = "app.kubernetes.io/component=admission-configuration"  # the two webhook configurations
 # The images as hack/build/build-operator-images.sh tags them and the node has them imported: the chart's values.
+# They are the chart's placeholders, which it takes only with imagePullPolicy Never (imported, never pulled).
 HELM_IMAGES = {"webhook.image.repository": "mpijob-operator/webhook", "webhook.image.tag": "dev",
-               "reconciler.image.repository": "mpijob-operator/reconciler", "reconciler.image.tag": "dev"}
+               "reconciler.image.repository": "mpijob-operator/reconciler", "reconciler.image.tag": "dev",
+               "webhook.imagePullPolicy": "Never", "reconciler.imagePullPolicy": "Never"}
 # Every kind the operator's manifests hold (deploy/ and deploy/crds/, the chart's templates and crds/).
 OPERATOR_RESOURCES = ("customresourcedefinitions", "namespaces", "clusterroles", "clusterrolebindings",
                       "priorityclasses", "mutatingwebhookconfigurations", "validatingwebhookconfigurations",

@@ -3,8 +3,10 @@
 
 The reconciler's ClusterRole and the aggregated user roles have no values, so the chart holds copies of deploy/'s
 files, each object given the labels its kustomization adds (deploy/kustomization.yaml); the files keep their
-comments. The CRD (deploy/crds/, with the labels of deploy/crds/kustomization.yaml) and the JSON patch of the
-component deploy/components/api-v2 that turns kubeflow.org/v2 on go into files/crds/, which templates/crd.yaml reads
+comments. The one value of the copies: rbac.aggregateToDefaultRoles adds Kubernetes' aggregation labels to the user
+roles (kubeflow-mpijobs-edit into admin and edit, kubeflow-mpijobs-view into view), as template lines. The CRD
+(deploy/crds/, with the labels of deploy/crds/kustomization.yaml) and the JSON patch of the component
+deploy/components/api-v2 that turns kubeflow.org/v2 on go into files/crds/, which templates/crd.yaml reads
 (values crds.enabled, crds.keep, apiVersions.v2). The alert rules of deploy/monitoring are copied as they are into
 files/, which the PrometheusRule template reads. `--check` exits 1 when a copy is stale. tests/unit/test_chart.py
 compares every object the chart renders with kustomize's.
@@ -33,6 +35,11 @@ VERBATIM = {  # source in deploy/ -> a file of the chart that templates read as 
     "components/api-v2/crd-patch.yaml": "files/crds/api-v2-patch.yaml",
 }
 STALE = ("crds/kubeflow.org_mpijobs.yaml",)  # files of earlier layouts, removed (the CRD left crds/ for templates/)
+AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
+TEMPLATED_LABELS = {  # a copied object's name -> template lines added to its labels
+    name: ["    {{- if (.Values.rbac | default dict).aggregateToDefaultRoles }}",
+           *(f'    {AGGREGATE}{role}: "true"' for role in roles), "    {{- end }}"]
+    for name, roles in (("kubeflow-mpijobs-edit", ("admin", "edit")), ("kubeflow-mpijobs-view", ("view",)))}
 KUSTOMIZATIONS = {  # the kustomization that builds a source, by its first directory; deploy/ for the others
     "crds": DEPLOY / "crds" / "kustomization.yaml",
 }
@@ -53,10 +60,13 @@ def _label_document(lines: list[str], labels: dict[str, str]) -> list[str]:
     end = next((i for i in range(start + 1, len(lines)) if lines[i] and not lines[i].startswith((" ", "#"))),
                len(lines))
     entries = [f"    {key}: {yaml.safe_dump(value).splitlines()[0]}" for key, value in labels.items()]
+    name = next((line.split(":", 1)[1].strip() for line in lines[start:end] if line.startswith("  name:")), "")
+    templated = TEMPLATED_LABELS.get(name, [])
     if "  labels:" in lines[start:end]:
         at = lines.index("  labels:", start, end) + 1
-        return [*lines[:at], *entries, *lines[at:]]
-    return [*lines[:start + 1], "  labels:", *entries, *lines[start + 1:]]
+        after = next((i for i in range(at, end) if not lines[i].startswith("    ")), end)
+        return [*lines[:at], *entries, *lines[at:after], *templated, *lines[after:]]
+    return [*lines[:start + 1], "  labels:", *entries, *templated, *lines[start + 1:]]
 
 
 def labelled(text: str, labels: dict[str, str], source: str) -> str:

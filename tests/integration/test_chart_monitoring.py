@@ -19,6 +19,7 @@ import yaml
 
 from hack.devcluster import HarnessError, LocalCluster, wait_for
 from hack.devcluster.helm import find_helm, render_chart, value_flags
+from hack.devcluster.operator_deploy import HELM_IMAGES
 
 MODULE = "github.com/prometheus-operator/prometheus-operator"
 VERSION = "v0.85.0"
@@ -83,7 +84,7 @@ def dry_run(cluster: LocalCluster, obj: dict[str, Any], namespace: str) -> subpr
                          ids=["cert-manager", "manual"])
 def test_the_api_server_accepts_the_charts_monitoring_objects(
         cluster: LocalCluster, namespace: str, helm_binary: Path, certificates: dict[str, str]) -> None:
-    objects = [o for o in render_chart(helm_binary, value_flags({**ALL_ON, **certificates}))
+    objects = [o for o in render_chart(helm_binary, value_flags({**HELM_IMAGES, **ALL_ON, **certificates}))
                if o["apiVersion"].startswith("monitoring.coreos.com/")]
     assert sorted((o["kind"], o["metadata"]["name"]) for o in objects) == [
         ("PrometheusRule", "mpi-operator"), ("ServiceMonitor", "mpi-operator-reconciler"),
@@ -96,7 +97,7 @@ def test_the_api_server_accepts_the_charts_monitoring_objects(
 @pytest.mark.usefixtures("monitoring_crds")
 def test_the_crds_refuse_what_they_do_not_know(cluster: LocalCluster, namespace: str, helm_binary: Path) -> None:
     """The control: a misspelt field and a bad duration are refused, so the acceptance above means something."""
-    objects = {o["kind"]: o for o in render_chart(helm_binary, value_flags(ALL_ON))
+    objects = {o["kind"]: o for o in render_chart(helm_binary, value_flags({**HELM_IMAGES, **ALL_ON}))
                if o["apiVersion"].startswith("monitoring.coreos.com/")}
     monitor = json.loads(json.dumps(objects["ServiceMonitor"]))
     monitor["spec"]["endpoints"][0]["tlsconfig"] = monitor["spec"]["endpoints"][0].pop("tlsConfig", {})

@@ -27,7 +27,7 @@ import pytest
 from hack.devcluster import HarnessError, LocalCluster, api_v2, wait_for
 from hack.devcluster.binaries import find_bin_dir
 from hack.devcluster.helm import CHART, RELEASE, find_helm, helm, render_chart, value_flags
-from hack.devcluster.operator_deploy import AGGREGATED_ROLE, CRDS, adopt_crd, remove_recreated_role
+from hack.devcluster.operator_deploy import AGGREGATED_ROLE, CRDS, HELM_IMAGES, adopt_crd, remove_recreated_role
 
 Doc = dict[str, Any]
 CRD = "customresourcedefinition.apiextensions.k8s.io/mpijobs.kubeflow.org"
@@ -75,7 +75,7 @@ def get(cluster: LocalCluster, obj: Doc) -> Doc | None:
 
 def test_install_upgrade_uninstall(own_cluster: LocalCluster, helm_binary: Path,
                                    certificate_files: dict[str, Path]) -> None:
-    flags = value_flags({"certificates.mode": "manual"}, files=certificate_files)
+    flags = value_flags({**HELM_IMAGES, "certificates.mode": "manual"}, files=certificate_files)
     rendered = render_chart(helm_binary, flags)
     kubeconfig = own_cluster.kubeconfig
     helm(helm_binary, "install", RELEASE, str(CHART), "--namespace=default", *flags, kubeconfig=kubeconfig)
@@ -141,7 +141,7 @@ def test_an_existing_crd_is_adopted_and_v2_turned_on_and_off(own_cluster: LocalC
     own_cluster.kubectl("delete", "crd", "mpijobs.kubeflow.org", "--ignore-not-found", check=True)
     own_cluster.kubectl("apply", "--server-side", "-k", str(CRDS), check=True)
     deprecated = {key.replace(".manual.", ".builtIn."): path for key, path in certificate_files.items()}
-    flags = value_flags({"certificates.mode": "builtIn"}, files=deprecated)
+    flags = value_flags({**HELM_IMAGES, "certificates.mode": "builtIn"}, files=deprecated)
     with pytest.raises(HarnessError, match="invalid ownership metadata"):
         helm(helm_binary, "install", RELEASE, str(CHART), "--namespace=default", *flags, kubeconfig=kubeconfig)
     assert adopt_crd(own_cluster)
@@ -199,8 +199,8 @@ def test_manual_certificates_are_renewed_through_values(own_cluster: LocalCluste
     kubeconfig = own_cluster.kubeconfig
     own_cluster.kubectl("delete", "crd", "mpijobs.kubeflow.org", "--ignore-not-found", check=True)
     deprecated = {key.replace(".manual.", ".builtIn."): path for key, path in certificate_files.items()}
-    install = value_flags({"certificates.mode": "builtIn", "certificates.manual": "null", "apiVersions.v2": "true"},
-                          files=deprecated)
+    install = value_flags({**HELM_IMAGES, "certificates.mode": "builtIn", "certificates.manual": "null",
+                           "apiVersions.v2": "true"}, files=deprecated)
     old = certificate_files["certificates.manual.tlsCrt"].parent
     renewed = tmp_path / "webhook-certs"
     renewed.mkdir()

@@ -1,7 +1,9 @@
-"""The Helm chart deploy/chart/mpi-operator: its default values render exactly the objects of `kubectl
-kustomize deploy/crds/` and `kubectl kustomize deploy/`, the CRD with Helm's keep policy besides (so `helm
-uninstall` leaves it, as `kubectl delete -k deploy/` does); apiVersions.v2 renders `kubectl kustomize deploy/crds-v2/`;
-each value changes exactly what it should, and values.schema.json refuses bad values with a message naming the value.
+"""The Helm chart deploy/chart/mpi-operator: its default values, with the images set (IMAGES: the chart refuses its
+placeholders), render exactly the objects of `kubectl kustomize deploy/crds/` and `kubectl kustomize deploy/` with
+the same images, the CRD with Helm's keep policy besides (so `helm uninstall` leaves it, as `kubectl delete -k
+deploy/` does); apiVersions.v2 renders `kubectl kustomize deploy/crds-v2/`; each value changes exactly what it
+should, and values.schema.json refuses bad values with a message naming the value. The pod knobs of both components
+are in tests/unit/test_chart_pods.py.
 Needs helm (hack/build/build-helm.sh, from the Go module proxy) and kubectl (the control-plane binaries); skipped,
 saying why, without them."""
 
@@ -44,6 +46,12 @@ KEEP = {"helm.sh/resource-policy": "keep"}  # crds.keep (default true): `helm un
 POD = "spec.template.spec"
 CONTAINER = "spec.template.spec.containers[0]"
 CA_BUNDLE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
+# The images every render here is given, as `make images` prints them; the kustomize base's placeholders (which the
+# chart refuses) are replaced by the same, as `kustomize edit set image` would (with_images).
+IMAGES = {"webhook.image.repository": "registry.example.com/mpijob-webhook", "webhook.image.tag": "v0.1.0",
+          "reconciler.image.repository": "registry.example.com/mpijob-reconciler", "reconciler.image.tag": "v0.1.0"}
+KUSTOMIZE_IMAGES = {"mpijob-operator/webhook:dev": "registry.example.com/mpijob-webhook:v0.1.0",
+                    "mpijob-operator/reconciler:dev": "registry.example.com/mpijob-reconciler:v0.1.0"}
 
 
 @cache
@@ -71,13 +79,23 @@ def by_key(objects: list[Doc]) -> dict[Key, Doc]:
     return keyed
 
 
+def with_images(obj: Doc) -> Doc:
+    """OBJ with the placeholder images of its pod template's containers replaced by KUSTOMIZE_IMAGES's."""
+    if obj["kind"] != "Deployment":
+        return obj
+    out: Doc = json.loads(json.dumps(obj))
+    for container in out["spec"]["template"]["spec"]["containers"]:
+        container["image"] = KUSTOMIZE_IMAGES.get(container["image"], container["image"])
+    return out
+
+
 @cache
 def kustomize(directory: str) -> dict[Key, Doc]:
-    """The objects of `kubectl kustomize DIRECTORY` (relative to the checkout)."""
+    """The objects of `kubectl kustomize DIRECTORY` (relative to the checkout), the images those of IMAGES."""
     proc = subprocess.run([kubectl(), "kustomize", str(ROOT / directory)], capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 0, proc.stderr
-    return by_key([d for d in yaml.safe_load_all(proc.stdout) if d])
+    return by_key([with_images(d) for d in yaml.safe_load_all(proc.stdout) if d])
 
 
 def kept(objects: dict[Key, Doc]) -> dict[Key, Doc]:
@@ -100,7 +118,14 @@ def kustomize_base() -> dict[Key, Doc]:
 
 
 def render(flags: tuple[str, ...] = ()) -> dict[Key, Doc]:
-    return by_key(render_chart(helm_binary(), flags))
+    """The chart's objects with IMAGES and then FLAGS."""
+    return by_key(render_chart(helm_binary(), (*value_flags(IMAGES), *flags)))
+
+
+def template(*flags: str, command: str = "template") -> str:
+    """`helm template x CHART` (or `helm lint --strict CHART`) with IMAGES and then FLAGS: its output."""
+    args = ("lint", "--strict") if command == "lint" else ("template", "x")
+    return helm(helm_binary(), *args, str(CHART), *value_flags(IMAGES), *flags)
 
 
 @cache
@@ -155,7 +180,7 @@ def test_default_values_render_the_kustomize_base_object_by_object() -> None:
 def test_the_crd_is_a_template_kept_on_uninstall() -> None:
     """The CRD is a template (so that values can turn v2 on), not in crds/, which Helm never upgrades; Helm's keep
     policy makes `helm uninstall` leave it, as removing the operator with kubectl leaves deploy/crds/."""
-    templates = by_key([d for d in yaml.safe_load_all(helm(helm_binary(), "template", "x", str(CHART))) if d])
+    templates = by_key([d for d in yaml.safe_load_all(template()) if d])
     assert templates == default_render()
     assert [key for key in templates if key[0] == "CustomResourceDefinition"] == [CRD]
     assert templates[CRD]["metadata"]["annotations"] == KEEP
@@ -189,6 +214,10 @@ def test_api_v2_without_cert_manager(mode: str) -> None:
 VALUE_CASES: list[tuple[str, dict[str, str], dict[Key, set[str]]]] = [
     ("webhook-image", {"webhook.image.repository": "registry.example.com/mpijob-webhook", "webhook.image.tag": "v1"},
      {WEBHOOK: {f"{CONTAINER}.image"}}),
+    ("reconciler-digest", {"reconciler.image.digest": "sha256:" + "0a" * 32}, {RECONCILER: {f"{CONTAINER}.image"}}),
+    ("placeholder-imported", {"webhook.image.repository": "mpijob-operator/webhook", "webhook.image.tag": "dev",
+                              "webhook.imagePullPolicy": "Never"},
+     {WEBHOOK: {f"{CONTAINER}.image", f"{CONTAINER}.imagePullPolicy"}}),
     ("reconciler-pull-policy", {"reconciler.imagePullPolicy": "Always"},
      {RECONCILER: {f"{CONTAINER}.imagePullPolicy"}}),
     ("webhook-replicas", {"webhook.replicas": "3"}, {WEBHOOK: {"spec.replicas"}}),
@@ -360,18 +389,18 @@ def test_a_deprecated_certificate_mode_renders_what_its_new_name_does(new: dict[
 @pytest.mark.parametrize(("values", "messages"), [pytest.param(v, m, id=i) for i, v, m in REJECTIONS])
 def test_schema_rejects_bad_values(values: dict[str, str], messages: list[str]) -> None:
     with pytest.raises(HelmError) as raised:
-        helm(helm_binary(), "template", "x", str(CHART), *value_flags(values))
+        template(*value_flags(values))
     assert all(message in str(raised.value) for message in messages), str(raised.value)
 
 
 @pytest.mark.parametrize(("values", "messages"), [pytest.param(v, m, id=i) for i, v, m in REJECTIONS[:3]])
 def test_lint_rejects_bad_values(values: dict[str, str], messages: list[str]) -> None:
     with pytest.raises(HelmError) as raised:
-        helm(helm_binary(), "lint", "--strict", str(CHART), *value_flags(values))
+        template(*value_flags(values), command="lint")
     assert all(message in str(raised.value) for message in messages), str(raised.value)
 
 
 def test_lint_passes_with_default_and_manual_values() -> None:
     for flags in ([], value_flags({"certificates.mode": "manual", "certificates.manual.caBundle": CA_BUNDLE}),
                   value_flags({"certificates.mode": "builtIn", "certificates.builtIn.caBundle": CA_BUNDLE})):
-        assert "0 chart(s) failed" in helm(helm_binary(), "lint", "--strict", str(CHART), *flags)
+        assert "0 chart(s) failed" in template(*flags, command="lint")

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from hack.devcluster.helm import CHART, HelmError, helm, value_flags
+from hack.devcluster.helm import CHART, HelmError, value_flags
 from hack.gen import chart as gen_chart
 from tests.monitoring import MONITORING, RULES, SCRAPE
-from tests.unit.test_chart import CA_BUNDLE, Key, changes, default_render, helm_binary, render
+from tests.unit.test_chart import CA_BUNDLE, Key, changes, default_render, render, template
 
 PART_OF = {"app.kubernetes.io/part-of": "mpijob-operator"}
 METRICS_SERVICE: Key = ("Service", "mpi-operator", "mpi-operator-metrics")
@@ -166,8 +166,7 @@ def test_a_rule_changed_in_deploy_is_seen_as_a_stale_copy(tmp_path: Path, monkey
 
 def test_service_monitor_without_reconciler_metrics_fails_with_the_reason() -> None:
     with pytest.raises(HelmError, match=r"reconciler\.monitoringPort is 0"):
-        helm(helm_binary(), "template", "x", str(CHART),
-             *value_flags({"monitoring.serviceMonitor.enabled": "true", "reconciler.monitoringPort": "0"}))
+        template(*value_flags({"monitoring.serviceMonitor.enabled": "true", "reconciler.monitoringPort": "0"}))
 
 
 @pytest.mark.parametrize(("values", "message"), [
@@ -182,11 +181,11 @@ def test_service_monitor_without_reconciler_metrics_fails_with_the_reason() -> N
 ])
 def test_schema_rejects_bad_monitoring_values(values: dict[str, str], message: str) -> None:
     with pytest.raises(HelmError) as raised:
-        helm(helm_binary(), "template", "x", str(CHART), *value_flags(values))
+        template(*value_flags(values))
     assert message in str(raised.value)
 
 
 def test_lint_passes_with_everything_on() -> None:
     values = {"monitoring.serviceMonitor.enabled": "true", "monitoring.prometheusRule.enabled": "true"}
     for flags in (value_flags(values), value_flags({**values, **MANUAL})):
-        assert "0 chart(s) failed" in helm(helm_binary(), "lint", "--strict", str(CHART), *flags)
+        assert "0 chart(s) failed" in template(*flags, command="lint")

@@ -3,9 +3,84 @@
 app.kubernetes.io/part-of: mpijob-operator
 {{- end }}
 
-{{/* An image reference from {repository, tag}. */}}
+{{/* An image reference from {repository, tag, digest}: repository@digest when digest is set, else repository:tag. */}}
 {{- define "mpi-operator.image" -}}
-{{ .repository }}:{{ .tag }}
+{{- if .digest }}{{ .repository }}@{{ .digest }}{{ else }}{{ .repository }}:{{ .tag }}{{ end }}
+{{- end }}
+
+{{/* The pod template's metadata of COMPONENT (webhook or reconciler): its podLabels under the chart's LABELS (the
+selector's, which win), the chart's sidecar.istio.io/inject "false" under its podAnnotations (which win). */}}
+{{- define "mpi-operator.podMetadata" -}}
+{{- $v := index .root.Values .component -}}
+labels:
+  {{- merge (deepCopy .labels) ($v.podLabels | default dict) | toYaml | nindent 2 }}
+annotations:
+  {{- merge (deepCopy ($v.podAnnotations | default dict)) (dict "sidecar.istio.io/inject" "false") | toYaml | nindent 2 }}
+{{- end }}
+
+{{/* The pod spec fields every component's values may set: imagePullSecrets, nodeSelector, tolerations, affinity. */}}
+{{- define "mpi-operator.podScheduling" -}}
+{{- $v := index .root.Values .component -}}
+{{- with $v.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* deploy/'s securityContexts (Pod Security "restricted"), for a release whose values predate
+podSecurityContext and containerSecurityContext: `helm upgrade --reuse-values` keeps the values of the chart
+version it was installed with, without the newer chart's defaults. values.yaml holds the same (tests/unit/test_chart.py). */}}
+{{- define "mpi-operator.defaultSecurityContexts" -}}
+podSecurityContext:
+  runAsNonRoot: true
+  runAsUser: 65532
+  runAsGroup: 65532
+  {{- if eq .component "webhook" }}
+  fsGroup: 65532
+  {{- end }}
+  seccompProfile:
+    type: RuntimeDefault
+containerSecurityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  runAsNonRoot: true
+  runAsUser: 65532
+  capabilities:
+    drop: ["ALL"]
+  seccompProfile:
+    type: RuntimeDefault
+{{- end }}
+
+{{/* KEY (podSecurityContext or containerSecurityContext) of COMPONENT as YAML, indented for its place: the value,
+or deploy/'s when the release's values have no such key. {} leaves the field out. */}}
+{{- define "mpi-operator.securityContext" -}}
+{{- $v := index .root.Values .component -}}
+{{- $context := get (include "mpi-operator.defaultSecurityContexts" . | fromYaml) .key -}}
+{{- if hasKey $v .key }}{{ $context = get $v .key }}{{ end -}}
+{{- with $context }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* COMPONENT's container env (extraEnv), when set. */}}
+{{- define "mpi-operator.env" -}}
+{{- with (index .root.Values .component).extraEnv }}
+env:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
 
 {{/* certificates.mode with the deprecated aliases resolved: cert-manager, managed (alias reconciler) or manual (alias
@@ -84,6 +159,29 @@ clientConfig:
 - --log-format={{ . }}
 {{- end }}
 {{- range $r.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The webhook's container arguments: those of deploy/, then each flag that is set. */}}
+{{- define "mpi-operator.webhookArgs" -}}
+{{- $w := .Values.webhook -}}
+- --port
+- "9443"
+- --tls-cert-file
+- /tls/tls.crt
+- --tls-key-file
+- /tls/tls.key
+{{- with .Values.reconciler.clusterDomain }}
+- --cluster-domain={{ . }}
+{{- end }}
+{{- with $w.logLevel }}
+- --log-level={{ . }}
+{{- end }}
+{{- with $w.logFormat }}
+- --log-format={{ . }}
+{{- end }}
+{{- range $w.extraArgs }}
 - {{ . | quote }}
 {{- end }}
 {{- end }}

@@ -20,11 +20,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import yaml
 
+from reconciler.explain_topology import explain, render_text
 from reconciler.mpijob.builders import (
     GangScheduling,
     SSHKeyPair,
@@ -88,6 +89,14 @@ def render(document: Any, *, cluster_domain: str = "", gang: GangScheduling | No
     """The child objects of one MPIJob document and the webhook's warnings for it (those of
     ``shared.api.admission_warnings`` on the defaulted job, as the webhook computes them on CREATE);
     RenderError when it is not a valid MPIJob."""
+    job, document, warnings = admitted(document, cluster_domain=cluster_domain)
+    return Rendered(with_failure_policy(document, build_children(job, cluster_domain=cluster_domain, gang=gang)),
+                    warnings)
+
+
+def admitted(document: Any, *, cluster_domain: str = "") -> tuple[MPIJob, JSONDict, list[str]]:
+    """The defaulted job of one MPIJob document as the webhook admits it, the document (namespace and placeholder
+    uid filled in) and the webhook's warnings; RenderError when the webhook would deny it."""
     if not isinstance(document, dict) or document.get("kind") != c.KIND:
         kind = document.get("kind") if isinstance(document, dict) else type(document).__name__
         raise RenderError(f"not an MPIJob (kind {kind!r}); expected apiVersion {c.API_VERSION} or {c.API_VERSION_V2}, "
@@ -104,8 +113,7 @@ def render(document: Any, *, cluster_domain: str = "", gang: GangScheduling | No
         errors = validate(job) + version_errors(job, document) or config_map_size_errors(job, cluster_domain)
     if job is None or errors:
         raise RenderError(denial(name, errors), warnings)
-    return Rendered(with_failure_policy(document, build_children(job, cluster_domain=cluster_domain, gang=gang)),
-                    warnings)
+    return job, document, warnings
 
 
 def with_failure_policy(document: JSONDict, objects: list[JSONDict]) -> list[JSONDict]:
@@ -156,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster-domain", default="", help="as the reconciler's --cluster-domain")
     parser.add_argument("--gang-scheduling", default="", help="as the reconciler's --gang-scheduling (kube-scheduler: "
                         "the Workload and PodGroup of native gangs)")
+    parser.add_argument("--explain-topology", action="store_true",
+                        help="instead of the objects, show how Kueue's Topology Aware Scheduling ranks each pod and "
+                        "which MPI ranks it runs (docs/kueue.md)")
+    parser.add_argument("--workload", metavar="FILE", default="",
+                        help="with --explain-topology: the job's admitted Workload (kubectl get workload -o yaml), "
+                        "to name each rank's topology domain")
     return parser
 
 
@@ -176,8 +190,16 @@ def main(argv: Sequence[str]) -> int:
     gang = GangScheduling.from_flag(args.gang_scheduling)
     objects: list[JSONDict] = []
     failed = False
+    workload = _workload(args.workload) if args.explain_topology else None
+    if workload is False:
+        return 1
     for document in documents:
         try:
+            if args.explain_topology:
+                job, _, warnings = admitted(document, cluster_domain=args.cluster_domain)
+                print_warnings(warnings)
+                sys.stdout.write(render_text(job, explain(job, workload or None)))
+                continue
             rendered = render(document, cluster_domain=args.cluster_domain, gang=gang)
         except RenderError as error:
             print_warnings(error.warnings)
@@ -191,3 +213,23 @@ def main(argv: Sequence[str]) -> int:
     if objects:
         sys.stdout.write(dump(objects, args.output))
     return 1 if failed or not documents else 0
+
+
+def _workload(path: str) -> JSONDict | Literal[False] | None:
+    """The Workload in ``path`` (a Workload, or a List holding one), None without a path, False (said why on
+    stderr) when it cannot be read."""
+    if not path:
+        return None
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        document = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        print(f"python -m reconciler render: error: {path}: {' '.join(str(error).split())}", file=sys.stderr)
+        return False
+    items = document.get("items") if isinstance(document, dict) and document.get("kind") == "List" else [document]
+    workloads = [item for item in items or [] if isinstance(item, dict) and item.get("kind") == "Workload"]
+    if len(workloads) != 1:
+        print(f"python -m reconciler render: error: {path}: expected one Workload, found {len(workloads)}",
+              file=sys.stderr)
+        return False
+    return workloads[0]

@@ -30,6 +30,7 @@ from shared.api import (
 )
 from shared.api import constants as c
 from shared.api.config_map_size import config_map_size_errors, config_map_size_warnings
+from shared.api.readiness_probe import probe_patch
 from shared.api.v2_spec_annotation import annotation_warnings, canonical_annotation
 from shared.api.v2types import MPIJobV2
 from shared.api.version_validation import version_errors
@@ -119,6 +120,8 @@ def mutate(request: JSONDict) -> Admission:
     if skip is not None:
         return skip
     patch = defaults_patch(request["object"])
+    if request["operation"] == "CREATE":  # the opt-in worker readinessProbe (shared/api/readiness_probe.py)
+        patch += probe_patch(request["object"])
     canonical = canonical_annotation(request["object"]) if _version(request) == c.VERSION else None
     if canonical is not None:  # a valid failurePolicy annotation written by a v2beta1 client, in canonical form
         patch.append({"op": "replace", "path": _ANNOTATION_POINTER, "value": canonical})

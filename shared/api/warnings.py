@@ -10,6 +10,7 @@ from typing import Any
 
 from shared.api import constants as c
 from shared.api.kueue_topology import kueue_topology_warnings
+from shared.api.readiness_probe import readiness_probe_warnings
 from shared.api.types import MPIJob, ReplicaSpec
 
 GPU_RESOURCE_SUFFIX = "/gpu"
@@ -17,7 +18,8 @@ GPU_RESOURCE_SUFFIX = "/gpu"
 
 def admission_warnings(job: MPIJob) -> list[str]:
     """Warnings for a defaulted MPIJob."""
-    return _ssh_path_warnings(job) + _slots_warnings(job) + _restart_policy_warnings(job) + kueue_topology_warnings(job)
+    return (_ssh_path_warnings(job) + _slots_warnings(job) + _restart_policy_warnings(job)
+            + kueue_topology_warnings(job) + readiness_probe_warnings(job))
 
 
 def _ssh_path_warnings(job: MPIJob) -> list[str]:

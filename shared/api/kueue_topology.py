@@ -149,8 +149,10 @@ def _podset_errors(podset: PodSet) -> list[FieldError]:
 def _group_name_errors(podset: PodSet) -> list[FieldError]:
     found, key = podset.annotations, podset.key_path(GROUP)
     errors = []
-    if found[GROUP].isascii() and found[GROUP].isdigit() and int(found[GROUP]) < 2**64:  # Go's ParseUint
-        errors.append(fe.invalid(key, found[GROUP], "must not be a number"))
+    value = found[GROUP]
+    significant = value.lstrip("0") or "0"
+    if value.isascii() and value.isdigit() and len(significant) <= 20 and int(significant) < 2**64:  # ParseUint
+        errors.append(fe.invalid(key, value, "must not be a number"))
     for other in (SLICE_SIZE, SLICE_REQUIRED):
         if other in found:
             errors.append(fe.forbidden(key, f"may not be set when '{other}' is specified"))
@@ -289,9 +291,9 @@ def _parse_bool(value: str) -> bool | None:
 def _parse_int32(value: str) -> int | None:
     """Go's ``strconv.ParseInt(value, 10, 32)``: an optional sign and decimal digits, within int32."""
     digits = value[1:] if value[:1] in ("+", "-") else value
-    if not digits or not digits.isascii() or not digits.isdigit():
+    if not digits or not digits.isascii() or not digits.isdigit() or len(digits.lstrip("0")) > 10:
         return None
-    number = int(value)
+    number = int(digits.lstrip("0") or "0") * (-1 if value.startswith("-") else 1)
     return number if -INT32_MAX - 1 <= number <= INT32_MAX else None
 
 
@@ -300,7 +302,7 @@ def _constraints(text: str | None) -> list[dict[str, Any]] | None:
     reads them (None when it would fail; a JSON null is an empty list, a null entry or field its zero value)."""
     try:
         value = json.loads(text) if text is not None else None
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         return None
     if text is None or not isinstance(value, list | None):
         return None

@@ -178,3 +178,17 @@ def test_group_without_launcher_as_worker_warns(launcher_as_worker: bool,
     mpijob = job(*annotations, launcher_as_worker=launcher_as_worker)
     assert kueue_topology_warnings(mpijob) == expected
     assert [w for w in admission_warnings(mpijob) if GROUP in w] == expected
+
+
+def test_huge_and_deep_values_are_errors_not_crashes() -> None:
+    """Numbers past Python's int-parsing limit and JSON nested past its parser's depth, as a hostile job may hold."""
+    worker = {REQ: "rack", GROUP: "9" * 5000, SLICE: "host", SIZE: "0" * 5000 + "12", LAYERS: "[" * 100_000}
+    assert [str(error)[:80] for error in kueue_topology_errors(job(None, worker))] == [
+        f"{W}[{GROUP}]: Forbidden: may not be set when '{SIZE}' is specified"[:80],
+        f"{W}[{GROUP}]: Forbidden: may not be set when '{SLICE}' is specified"[:80],
+        f"{W}[{GROUP}]: Forbidden: may not be set when '{LAYERS}' is specified"[:80],
+        f'{W}[{GROUP}]: Invalid value: "{"9" * 5000}"'[:80],
+        f"{W}[{LAYERS}]: Forbidden: may not be set when '{SLICE}' is specified"[:80],
+        f"{W}[{LAYERS}]: Forbidden: may not be set when '{SIZE}' is specified"[:80],
+        f'{W}[{LAYERS}]: Invalid value: "{"[" * 100_000}"'[:80],
+        f'{W}[{SIZE}]: Invalid value: "{"0" * 5000}12"'[:80]]

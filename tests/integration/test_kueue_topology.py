@@ -259,8 +259,13 @@ def explained_domains(jobs: Jobs, name: str, workload: JSON) -> dict[str, str | 
 def assert_ranked(jobs: Jobs, queue: Queue, kueue: Kueue, name: str, workers: list[JSON], first_rank: int,
                   slots: list[str]) -> None:
     """Worker i carries replica-index ``first_rank + i`` and runs on the host of slot i, as its ungating
-    nodeSelector says; Kueue read the ranks (no fallback logged)."""
+    nodeSelector says; Kueue read the ranks (no fallback logged). Every worker carries what Kueue wrote into the
+    Worker template verbatim (its labels, its annotations exactly)."""
+    template = jobs.get(name)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    assert template["spec"]["schedulingGates"] == [{"name": kt.TOPOLOGY_GATE}]
     for i, pod in enumerate(workers):
+        assert pod["metadata"]["annotations"] == template["metadata"]["annotations"]
+        assert pod["metadata"]["labels"].items() >= template["metadata"]["labels"].items()
         assert pod["metadata"]["labels"][REPLICA_INDEX] == str(first_rank + i)
         assert pod["spec"]["nodeSelector"] == {POOL: "tas", HOSTNAME: slots[i]}, pod["metadata"]["name"]
         assert pod["spec"]["nodeName"] == slots[i], pod["metadata"]["name"]
@@ -285,7 +290,11 @@ def test_worker_i_runs_on_the_host_kueue_assigned_to_rank_i(jobs: Jobs, queue: Q
     assert explained_domains(jobs, name, workload) == {
         f"{name}-launcher": None,  # one pod without an index: greedy, which for one pod is the same
         **{p["metadata"]["name"]: f"{HOSTNAME}={slots[i]}" for i, p in enumerate(workers)}}
-    assert launcher["spec"]["nodeName"] == slot_hosts(workload, "launcher")[0]
+    launcher_host = slot_hosts(workload, "launcher")[0]
+    assert launcher["spec"]["nodeName"] == launcher_host
+    assert launcher["spec"]["nodeSelector"] == {POOL: "tas", HOSTNAME: launcher_host}  # ungated by Kueue
+    launcher_job = jobs.must("jobs", f"{name}-launcher", "batch/v1")  # resumed with Kueue's gate, kept verbatim
+    assert launcher_job["spec"]["template"]["spec"]["schedulingGates"] == [{"name": kt.TOPOLOGY_GATE}]
 
 
 def test_launcher_as_worker_ranks_workers_after_kueues_offset(jobs: Jobs, queue: Queue, kueue: Kueue,

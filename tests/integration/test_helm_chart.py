@@ -9,6 +9,12 @@ integration tests deploy, so this test runs on a control plane of its own (one k
 beforehand), with the manual certificates of `python -m webhook.certs` (there is no cert-manager): certificates.mode
 manual, and its deprecated alias builtIn (with certificates.builtIn.*) for the adoption test.
 The images never run: kwok plays the pods.
+
+A release may also live in the namespace mpi-operator itself, made beforehand (namespace.create=false): `helm
+uninstall` then leaves the namespace and what an admin put there. A release of an earlier chart, whose values lack
+the keys added since, is upgraded to this chart with `--reuse-values` (the earlier chart's values, without the new
+defaults) and with `--reset-then-reuse-values` (the operator guide's advice for a new chart version): both give the
+objects this chart renders from the same values.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from hack.devcluster import HarnessError, LocalCluster, api_v2, wait_for
 from hack.devcluster.binaries import find_bin_dir
-from hack.devcluster.helm import CHART, RELEASE, find_helm, helm, render_chart, value_flags
+from hack.devcluster.helm import CHART, RELEASE, find_helm, helm, release_objects, render_chart, value_flags
 from hack.devcluster.operator_deploy import AGGREGATED_ROLE, CRDS, HELM_IMAGES, adopt_crd, remove_recreated_role
 
 Doc = dict[str, Any]
@@ -237,4 +245,109 @@ def test_manual_certificates_are_renewed_through_values(own_cluster: LocalCluste
         helm(helm_binary, "uninstall", RELEASE, "--namespace=default", kubeconfig=kubeconfig)
         wait_for(lambda: not own_cluster.rest.get("/api/v1/namespaces?fieldSelector=metadata.name=mpi-operator")[
             "items"], timeout=120, what="the namespace mpi-operator deleted")
+        remove_recreated_role(own_cluster)
+
+
+def namespace_gone(cluster: LocalCluster, name: str) -> bool:
+    return not cluster.rest.get(f"/api/v1/namespaces?fieldSelector=metadata.name={name}")["items"]
+
+
+def test_a_release_in_mpi_operator_leaves_the_namespace_on_uninstall(own_cluster: LocalCluster, helm_binary: Path,
+                                                                   certificate_files: dict[str, Path]) -> None:
+    """docs/operator-guide.md#with-helm: the namespace made beforehand with its labels, the release installed in it
+    with namespace.create=false (the CRD left by an earlier release adopted for this one): `helm list -n
+    mpi-operator` shows it, and `helm uninstall` deletes everything the chart made but the CRD, leaving the
+    namespace with its labels and the pull Secret an admin put there."""
+    kubeconfig = own_cluster.kubeconfig
+    wait_for(lambda: namespace_gone(own_cluster, "mpi-operator"), timeout=120, what="no namespace mpi-operator")
+    labels = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn", "audit")}
+    own_cluster.kubectl("create", "namespace", "mpi-operator", check=True)
+    own_cluster.kubectl("label", "namespace", "mpi-operator", *(f"{k}={v}" for k, v in labels.items()), check=True)
+    own_cluster.kubectl("-n", "mpi-operator", "create", "secret", "docker-registry", "regcred",
+                        "--docker-server=registry.example.com", "--docker-username=u", "--docker-password=p",
+                        check=True)
+    adopt_crd(own_cluster, namespace="mpi-operator")
+    flags = value_flags({**HELM_IMAGES, "certificates.mode": "manual", "namespace.create": "false",
+                         "webhook.imagePullSecrets[0].name": "regcred",
+                         "reconciler.imagePullSecrets[0].name": "regcred"}, files=certificate_files)
+    rendered = render_chart(helm_binary, ["--namespace=mpi-operator", *flags])
+    assert not [o for o in rendered if o["kind"] == "Namespace"]
+    helm(helm_binary, "install", RELEASE, str(CHART), "--namespace=mpi-operator", *flags, kubeconfig=kubeconfig)
+    try:
+        assert helm(helm_binary, "list", "--namespace=mpi-operator", "--short", kubeconfig=kubeconfig).split() == [
+            RELEASE]
+        assert [resource(obj) for obj in rendered if get(own_cluster, obj) is None] == []
+        for name in ("mpijob-webhook", "mpi-operator"):
+            dep = own_cluster.rest.get(f"/apis/apps/v1/namespaces/mpi-operator/deployments/{name}")
+            assert dep["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+    finally:
+        helm(helm_binary, "uninstall", RELEASE, "--namespace=mpi-operator", kubeconfig=kubeconfig)
+    wait_for(lambda: {resource(obj) for obj in rendered if get(own_cluster, obj) is not None} <= {CRD, RECREATED},
+             timeout=120, what="everything the chart made but the CRD deleted")
+    remove_recreated_role(own_cluster)
+    namespace = own_cluster.rest.get("/api/v1/namespaces/mpi-operator")
+    assert {k: v for k, v in namespace["metadata"]["labels"].items() if k.startswith("pod-security")} == labels
+    secrets = own_cluster.rest.get("/api/v1/namespaces/mpi-operator/secrets")["items"]
+    assert [s["metadata"]["name"] for s in secrets] == ["regcred"]
+    own_cluster.kubectl("delete", "namespace", "mpi-operator", check=True, timeout=120)
+    adopt_crd(own_cluster)  # back to the release namespace of the other tests
+
+
+# The keys of values.yaml added with the pod values: a chart from before them is this one without them.
+NEWER_KEYS = {"webhook": ["imagePullSecrets", "podAnnotations", "podLabels", "nodeSelector", "tolerations",
+                          "affinity", "podSecurityContext", "containerSecurityContext", "logLevel", "logFormat",
+                          "extraArgs", "extraEnv"],
+              "reconciler": ["imagePullSecrets", "priorityClassName", "podAnnotations", "podLabels", "nodeSelector",
+                             "tolerations", "affinity", "podSecurityContext", "containerSecurityContext", "extraEnv"]}
+
+
+def earlier_chart(out: Path) -> Path:
+    """This chart without the values added with the pod values (NEWER_KEYS, image.digest and rbac) in its
+    values.yaml: the defaults of the chart version a release of before was installed with."""
+    chart = out / "mpi-operator"
+    shutil.copytree(CHART, chart)
+    values = yaml.safe_load((chart / "values.yaml").read_text())
+    for component, keys in NEWER_KEYS.items():
+        for name in keys:
+            del values[component][name]
+        del values[component]["image"]["digest"]
+    del values["rbac"]
+    (chart / "values.yaml").write_text(yaml.safe_dump(values))
+    return chart
+
+
+def test_a_release_of_an_earlier_chart_upgrades_with_either_reuse_flag(own_cluster: LocalCluster, helm_binary: Path,
+                                                                       certificate_files: dict[str, Path],
+                                                                       tmp_path: Path) -> None:
+    """`helm upgrade --reuse-values` to this chart keeps the earlier chart's values, without this chart's new
+    defaults: the release's objects are still exactly those this chart renders from the same values (the
+    securityContexts of deploy/ included). `--reset-then-reuse-values` takes this chart's defaults, then the
+    release's values, then the flags given: the same objects again, with the flag's change."""
+    kubeconfig = own_cluster.kubeconfig
+    wait_for(lambda: namespace_gone(own_cluster, "mpi-operator"), timeout=120, what="no namespace mpi-operator")
+    adopt_crd(own_cluster)
+    flags = value_flags({**HELM_IMAGES, "certificates.mode": "manual"}, files=certificate_files)
+    helm(helm_binary, "install", RELEASE, str(earlier_chart(tmp_path)), "--namespace=default", *flags,
+         kubeconfig=kubeconfig)
+
+    def release() -> list[Doc]:
+        return sorted(release_objects(helm_binary, kubeconfig), key=lambda o: (o["kind"], o["metadata"]["name"]))
+
+    def chart(*more: str) -> list[Doc]:
+        return sorted(render_chart(helm_binary, [*flags, *more]), key=lambda o: (o["kind"], o["metadata"]["name"]))
+
+    try:
+        helm(helm_binary, "upgrade", RELEASE, str(CHART), "--namespace=default", "--reuse-values",
+             kubeconfig=kubeconfig)
+        assert release() == chart()
+        json_logs = value_flags({"webhook.logFormat": "json"})
+        helm(helm_binary, "upgrade", RELEASE, str(CHART), "--namespace=default", "--reset-then-reuse-values",
+             *json_logs, kubeconfig=kubeconfig)
+        assert release() == chart(*json_logs)
+        webhook = own_cluster.rest.get("/apis/apps/v1/namespaces/mpi-operator/deployments/mpijob-webhook")
+        assert webhook["spec"]["template"]["spec"]["containers"][0]["args"][-1] == "--log-format=json"
+    finally:
+        helm(helm_binary, "uninstall", RELEASE, "--namespace=default", kubeconfig=kubeconfig)
+        wait_for(lambda: namespace_gone(own_cluster, "mpi-operator"), timeout=120,
+                 what="the namespace mpi-operator deleted")
         remove_recreated_role(own_cluster)

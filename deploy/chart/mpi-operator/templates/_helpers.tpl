@@ -63,13 +63,16 @@ containerSecurityContext:
     type: RuntimeDefault
 {{- end }}
 
-{{/* KEY (podSecurityContext or containerSecurityContext) of COMPONENT as YAML, indented for its place: the value,
-or deploy/'s when the release's values have no such key. {} leaves the field out. */}}
+{{/* KEY (podSecurityContext or containerSecurityContext) of COMPONENT as YAML: the value, or deploy/'s when the
+release's values have no such key. A field set to null is left out (Helm drops it only where values.yaml has it:
+the OpenShift values null the fsGroup of both components). */}}
 {{- define "mpi-operator.securityContext" -}}
 {{- $v := index .root.Values .component -}}
 {{- $context := get (include "mpi-operator.defaultSecurityContexts" . | fromYaml) .key -}}
 {{- if hasKey $v .key }}{{ $context = get $v .key }}{{ end -}}
-{{- with $context }}
+{{- $set := dict -}}
+{{- range $field, $value := $context }}{{ if not (kindIs "invalid" $value) }}{{ $_ := set $set $field $value }}{{ end }}{{ end -}}
+{{- with $set }}
 securityContext:
   {{- toYaml . | nindent 2 }}
 {{- end }}

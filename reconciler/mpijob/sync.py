@@ -219,7 +219,7 @@ class Reconciler:
                                      failure: CreateFailedError) -> None:
         """The WorkersReady condition says which create the API refused and why; the sync fails as before, with
         the API's error (a failed write of this status is only logged)."""
-        launcher_waits = not ctx.launcher_at_startup and children.cached_launcher(ctx) is None
+        launcher_waits = not ctx.launcher_at_startup and gating.is_held(children.cached_launcher(ctx))
         ready_events, _ = _workers_ready(ctx, status, failure.existing, launcher_waits=launcher_waits,
                                          create_error=failure.error.message)
         try:

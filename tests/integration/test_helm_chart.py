@@ -351,3 +351,41 @@ def test_a_release_of_an_earlier_chart_upgrades_with_either_reuse_flag(own_clust
         wait_for(lambda: namespace_gone(own_cluster, "mpi-operator"), timeout=120,
                  what="the namespace mpi-operator deleted")
         remove_recreated_role(own_cluster)
+
+
+def test_a_newer_crd_over_the_one_helm_installed_needs_force_conflicts(own_cluster: LocalCluster, helm_binary: Path,
+                                                                      certificate_files: dict[str, Path],
+                                                                      tmp_path: Path) -> None:
+    """The CRD made yours after a release installed it (`helm upgrade --set crds.enabled=false`: the keep policy
+    leaves it): Helm's field manager still owns its fields, so `kubectl apply --server-side` of a newer CRD is
+    refused with a conflict on spec.versions (one atomic field) until `--force-conflicts`, as NOTES.txt and the
+    operator guide's upgrade step say; then the newer CRD is stored."""
+    kubeconfig = own_cluster.kubeconfig
+    wait_for(lambda: namespace_gone(own_cluster, "mpi-operator"), timeout=120, what="no namespace mpi-operator")
+    own_cluster.kubectl("delete", "crd", "mpijobs.kubeflow.org", "--ignore-not-found", check=True)
+    flags = value_flags({**HELM_IMAGES, "certificates.mode": "manual"}, files=certificate_files)
+    helm(helm_binary, "install", RELEASE, str(CHART), "--namespace=default", *flags, kubeconfig=kubeconfig)
+    try:
+        helm(helm_binary, "upgrade", RELEASE, str(CHART), "--namespace=default", "--reuse-values",
+             "--set=crds.enabled=false", kubeconfig=kubeconfig)
+        stored = own_cluster.rest.get(api_v2.CRD_PATH)
+        assert stored["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        newer = own_cluster.kubectl("kustomize", str(CRDS), check=True).stdout
+        crd = yaml.safe_load(newer)
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        schema["description"] = "MPIJob, as a newer CRD describes it."
+        path = tmp_path / "newer-crd.yaml"
+        path.write_text(yaml.safe_dump(crd))
+        refused = own_cluster.kubectl("apply", "--server-side", "-f", str(path))
+        assert refused.returncode != 0
+        conflict = 'Apply failed with 1 conflict: conflict with "helm": .spec.versions'
+        assert conflict in refused.stderr, refused.stderr
+        own_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path), check=True)
+        stored = own_cluster.rest.get(api_v2.CRD_PATH)
+        assert stored["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] == schema["description"]
+    finally:
+        helm(helm_binary, "uninstall", RELEASE, "--namespace=default", kubeconfig=kubeconfig)
+        wait_for(lambda: namespace_gone(own_cluster, "mpi-operator"), timeout=120,
+                 what="the namespace mpi-operator deleted")
+        remove_recreated_role(own_cluster)
+        own_cluster.kubectl("delete", "crd", "mpijobs.kubeflow.org", "--ignore-not-found", check=True)

@@ -134,8 +134,12 @@ class Kueue:
     """One Kueue process for one LocalCluster; ``stop`` undoes ``register`` and stops the process."""
 
     def __init__(self, cluster: LocalCluster, work_dir: Path, build: KueueBuild, *,
-                 frameworks: Sequence[str] = (MPIJOB_FRAMEWORK,), configuration_prefix: str = "kueue-") -> None:
+                 frameworks: Sequence[str] = (MPIJOB_FRAMEWORK,), configuration_prefix: str = "kueue-",
+                 multikueue: JSON | None = None) -> None:
+        """``multikueue``: the Configuration's ``multiKueue`` section (a MultiKueue manager's gcInterval, origin,
+        workerLostTimeout), Kueue's defaults when None."""
         self.cluster, self.build, self.frameworks = cluster, build, tuple(frameworks)
+        self.multikueue = multikueue
         self.dir = work_dir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.webhook_port, self.health_port, self.metrics_port = (processes.free_port() for _ in range(3))
@@ -172,7 +176,7 @@ class Kueue:
 
     def configuration(self) -> JSON:
         """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2) for this process."""
-        return {
+        config: JSON = {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
             "namespace": NAMESPACE,
             "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
@@ -184,6 +188,9 @@ class Kueue:
             "integrations": {"frameworks": list(self.frameworks)},
             "featureGates": {"VisibilityOnDemand": False},
         }
+        if self.multikueue is not None:
+            config["multiKueue"] = copy.deepcopy(self.multikueue)
+        return config
 
     def _write_files(self) -> Path:
         self.cert_dir.mkdir(parents=True, exist_ok=True)

@@ -27,10 +27,15 @@ USER_AGENT = "mpi-operator"  # then "/<version> (<os>/<arch>) pid/<pid>", as cli
 def user_agent(version: str = "0.1.0") -> str:
     """``mpi-operator/0.1.0 (linux/x86_64) pid/42``: the process id tells replicas apart in an audit log."""
     return f"{USER_AGENT}/{version} ({platform.system().lower()}/{platform.machine()}) pid/{os.getpid()}"
-REQUEST_TIMEOUT = 30.0
+REQUEST_TIMEOUT = 30.0  # seconds the API server may stay silent on a request it was sent (not queueing here)
 TEXT_TIMEOUT = 5.0  # get_text
 MAX_THROTTLE_RETRIES = 10
 MAX_EVENT_BYTES = 64 << 20  # a watch event larger than this is a broken stream, not an object
+
+
+# The API server's silence is timed, not the request's whole life: a total timeout also counts the time a request
+# waits for a connection, so a busy process (a 10,000-worker creation) failed syncs with a client TimeoutError.
+REQUEST_TIMEOUTS = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=REQUEST_TIMEOUT)
 
 
 class ApiError(Exception):
@@ -84,7 +89,10 @@ class KubeClient:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(ssl=self._ssl_context(), limit=64, socket_factory=keepalive_socket)
+            # No cap on connections: what bounds them is the writes semaphore, the sync workers and the watches.
+            # A cap shared with the watches (which hold a connection each) left creates queued for a free one,
+            # and a request queued that way could starve past its timeout while the others reused theirs.
+            connector = aiohttp.TCPConnector(ssl=self._ssl_context(), limit=0, socket_factory=keepalive_socket)
             self._session = aiohttp.ClientSession(
                 connector=connector, json_serialize=lambda o: orjson.dumps(o).decode(),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
@@ -107,7 +115,7 @@ class KubeClient:
             await self.limiter.acquire()
             async with self.session.request(
                 method, self.configuration.host + path, data=data, params=params,
-                headers=await self._headers(content_type), timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
+                headers=await self._headers(content_type), timeout=REQUEST_TIMEOUTS,
             ) as response:
                 raw = await response.read()
                 if response.status == 429 and attempt < MAX_THROTTLE_RETRIES:

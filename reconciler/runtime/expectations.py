@@ -2,15 +2,16 @@
 
 Without this, a sync that runs before the watch delivers the pods it just created would try to
 create them again (a 409 and a GET each). Expectations expire, so an object deleted before it was
-ever observed cannot block its re-creation for long. The reconciler keeps one per job, which goes with the
-job.
+ever observed cannot block its re-creation for long: five minutes, client-go's ExpectationsTimeout (a minute was
+shorter than a 10,000-worker creation, and a sync retried after it re-sent the creates its cache did not show yet).
+The reconciler keeps one per job, which goes with the job.
 """
 
 from __future__ import annotations
 
 import time
 
-TTL_SECONDS = 60.0
+TTL_SECONDS = 300.0
 
 
 class Expectations:

@@ -3,6 +3,7 @@ one line."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
@@ -92,6 +93,48 @@ async def test_429_is_retried_after_retry_after_then_succeeds() -> None:
     assert answer == {"kind": "Pod"}
     assert seen == ['{"kind":"Pod"}'] * 3
     assert client.throttled == 2
+
+
+async def test_a_hundred_requests_are_in_flight_at_once_beside_open_watches() -> None:
+    """A creation fan-out is never queued behind the process's own connection pool: 3 watches stay open and 100
+    requests are all sent before the server answers any (with a pool of 64 connections shared with the watches,
+    the last ones waited for a connection and a request could starve past its timeout: issue 36)."""
+    arrived, everyone = 0, asyncio.Event()
+    requests = 100
+
+    async def create(_: web.Request) -> web.Response:
+        nonlocal arrived
+        arrived += 1
+        if arrived == requests:
+            everyone.set()
+        await everyone.wait()
+        return web.json_response({"kind": "Pod"}, status=201)
+
+    async def watch(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await everyone.wait()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/api/v1/namespaces/ns/pods", create)
+    app.router.add_get("/api/v1/pods", watch)
+    async with TestServer(app) as server:
+        client = KubeClient(Configuration(str(server.make_url("")).rstrip("/")), qps=0, burst=1)
+
+        async def follow() -> list[Any]:
+            return [event async for event in client.watch("/api/v1/pods", {})]
+
+        try:
+            async with asyncio.timeout(20):
+                watches = [asyncio.create_task(follow()) for _ in range(3)]
+                answers = await asyncio.gather(*(client.request("POST", "/api/v1/namespaces/ns/pods", {"kind": "Pod"})
+                                                  for _ in range(requests)))
+                assert await asyncio.gather(*watches) == [[], [], []]
+        finally:
+            await client.close()
+    assert answers == [{"kind": "Pod"}] * requests
+    assert arrived == requests
 
 
 async def test_429_gives_up_after_the_retry_budget() -> None:

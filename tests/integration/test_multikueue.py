@@ -359,3 +359,42 @@ def test_deleting_on_the_manager_removes_the_remote_copy(pair: Pair) -> None:
              timeout=60, what="the remote Workload gone")
     pair.manager.wait_gone("mpijobs", "gone", "kubeflow.org/v2beta1", timeout=60)
     assert_left_alone(pair, "gone")
+
+
+
+def test_zz_lost_worker_is_reported_as_kueue_reports_it(pair: Pair, worker: WorkerCluster) -> None:
+    """The worker's API server killed mid-job: Kueue marks its MultiKueueCluster inactive at once and, after
+    workerLostTimeout, evicts the manager's Workload (its check back to Pending for another worker) and suspends the
+    job there; the job's status stays as last copied. Our reconciler still leaves the job alone. (Last in the
+    module: the worker's API server comes back, but its Kueue may still be reconnecting.)"""
+    running_on_worker(pair, "lost")
+    last_copied = wait_mirrored(pair, "lost")
+    manager_cluster = f"/apis/{KUEUE_API}/multikueueclusters/{WORKER}"
+    began = time.monotonic()
+    next(p for p in worker.cluster.processes if p.name == "kube-apiserver").kill()
+    try:
+        until(lambda: conditions(pair.manager.cluster.rest.get(manager_cluster))["Active"] == (
+            "False", "ClientConnectionFailed"), timeout=60, what="the MultiKueueCluster inactive")
+
+        def evicted() -> JSON | None:
+            found = workload_of(pair.manager, "lost")
+            return found if found is not None and "Evicted" in conditions(found) else None
+
+        workload = until(evicted, timeout=WORKER_LOST_SECONDS + 60, what="the manager's Workload evicted")
+        run_figures.add(FIGURES, f"worker lost to the manager's Workload evicted: {time.monotonic() - began:.1f}s "
+                                 f"(workerLostTimeout {WORKER_LOST_SECONDS}s)")
+        assert conditions(workload)["Evicted"] == ("True", "AdmissionCheck")
+        checks = [{k: v for k, v in check.items() if k != "lastTransitionTime"}
+                  for check in workload["status"]["admissionChecks"]]
+        assert checks == [{"name": WORKER, "state": "Pending", "retryCount": 1,
+                           "message": "Reset to Pending after eviction. Previously: Retry"}]
+        until(lambda: pair.manager.get("lost")["spec"]["runPolicy"]["suspend"] is True, timeout=30,
+              what="Kueue suspending the job on the manager")
+        job = pair.manager.get("lost")
+        assert job["spec"]["runPolicy"]["managedBy"] == CONTROLLER_NAME
+        assert job.get("status") == last_copied
+        assert_left_alone(pair, "lost")
+    finally:
+        worker.cluster.restart("kube-apiserver")
+    until(lambda: conditions(pair.manager.cluster.rest.get(manager_cluster))["Active"] == ("True", "Active"),
+          timeout=90, what="the MultiKueueCluster active again")

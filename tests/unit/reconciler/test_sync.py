@@ -170,6 +170,33 @@ async def test_mpijob_managed_externally_is_left_alone() -> None:
     assert world.cluster.events == []
 
 
+MIRRORED = {  # statuses Kueue's MultiKueue copies from a worker cluster onto the manager's job
+    "running": {"conditions": [created_condition(), condition("Running", "True", "MPIJobRunning", "running")],
+                "replicaStatuses": {"Launcher": {"active": 1}, "Worker": {"active": 2}}, "startTime": T},
+    "succeeded": {"conditions": [created_condition(), condition("Succeeded", "True", "MPIJobSucceeded", "done")],
+                  "replicaStatuses": {"Launcher": {"succeeded": 1}, "Worker": {}}, "startTime": T,
+                  "completionTime": T},
+    "failed": {"conditions": [created_condition(), condition("Failed", "True", "MPIJobFailed", "failed")],
+               "replicaStatuses": {"Launcher": {"failed": 1}, "Worker": {}}, "startTime": T, "completionTime": T},
+}
+
+
+@pytest.mark.parametrize("mirrored", list(MIRRORED), ids=list(MIRRORED))
+async def test_multikueue_job_with_a_mirrored_status_is_left_alone(mirrored: str) -> None:
+    """On a MultiKueue manager, whatever status Kueue copies (finished, with a TTL), and even objects named like its
+    children: no write, no cleanup, no TTL deletion, no event."""
+    job = new_mpijob(workers=2, runPolicy={"managedBy": "kueue.x-k8s.io/multikueue", "suspend": False,
+                                           "ttlSecondsAfterFinished": 0, "cleanPodPolicy": "All"})
+    job["status"] = copy.deepcopy(MIRRORED[mirrored])
+    world = World(job)
+    world.add_dependencies()
+    world.add_workers(2, "Running")
+    world.add_launcher(suspend=False)
+    assert await world.sync() == "managed by kueue.x-k8s.io/multikueue"
+    assert world.cluster.actions == []
+    assert world.cluster.events == []
+
+
 HOSTFILES = {
     "OpenMPI": "".join(f"foo-worker-{i}.foo.default.svc slots=1\n" for i in range(5)),
     "Intel": "".join(f"foo-worker-{i}.foo.default.svc:1\n" for i in range(5)),

@@ -66,12 +66,33 @@ async def ensure_config_map(ctx: JobContext) -> None:
     if existing.get("data") == desired["data"]:
         ctx.shared.settler.up_to_date(ctx.record.settled, "config")
         return
-    progress_only = (existing.get("data") or {}).get(c.HOSTFILE_NAME) == desired["data"][c.HOSTFILE_NAME]
+    have = existing.get("data") or {}
+    progress_only = have.get(c.HOSTFILE_NAME) == desired["data"][c.HOSTFILE_NAME]
     running = desired["data"].get(c.DISCOVER_HOSTS_SCRIPT_NAME)
-    if progress_only and ctx.shared.settler.settle(ctx.key, ctx.record.settled, "config", running):
+    capped = not _growing_by_little(have.get(c.DISCOVER_HOSTS_SCRIPT_NAME), running, desired["data"][c.HOSTFILE_NAME])
+    if progress_only and ctx.shared.settler.settle(ctx.key, ctx.record.settled, "config", running, capped=capped):
         return  # only the Running workers in discover_hosts.sh changed: written once they settle (settle.py)
     await _patch(ctx, CONFIG_MAPS, existing, {"data": _changed_keys(existing.get("data") or {}, desired["data"])})
     ctx.shared.settler.wrote(ctx.record.settled, "config")
+
+
+GROWTH = 1.5  # while workers keep starting, discover_hosts.sh is rewritten once it lists half as many hosts again
+
+
+def _hosts(script: object) -> set[str]:
+    return {line[5:] for line in script.splitlines() if line.startswith("echo ")} if isinstance(script, str) else set()
+
+
+def _growing_by_little(written: object, wanted: object, hostfile: str) -> bool:
+    """True when the new ``discover_hosts.sh`` only adds hosts to the one written, fewer than half as many again,
+    and does not list every host of the hostfile yet. Such a list is written once it stops changing (the
+    settler's interval), not every ``SETTLE_LIMIT`` intervals: while thousands of workers start, the lists
+    written grow geometrically, so their bytes add up to at most three times the final list, O(W) per job
+    (rewritten every few seconds, a 10,000-worker start wrote about 30 lists of up to 0.7 MiB). A host that
+    leaves the list, or the last ones to join, are written as before."""
+    have, want = _hosts(written), _hosts(wanted)
+    every = sum(1 for line in hostfile.splitlines() if line.strip())
+    return bool(have) and have <= want and len(want) < GROWTH * len(have) and len(want) < every
 
 
 def _changed_keys(have: JSONDict, want: JSONDict) -> JSONDict:

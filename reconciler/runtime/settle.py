@@ -53,9 +53,10 @@ class Settler:
             return False
         return self._wait(key, self._spaced(memory, what))
 
-    def settle(self, key: str, memory: SettleMemory, what: str, content: object) -> bool:
+    def settle(self, key: str, memory: SettleMemory, what: str, content: object, *, capped: bool = True) -> bool:
         """As ``postpone``, and the write of ``content`` also waits until it has not changed for ``interval``
-        (at most ``SETTLE_LIMIT`` intervals after the first change seen)."""
+        (at most ``SETTLE_LIMIT`` intervals after the first change seen, unless not ``capped``: then only
+        until it is quiet, and the caller decides when a change is large enough to be written anyway)."""
         if self.interval <= 0:
             return False
         now = self.clock()
@@ -64,7 +65,9 @@ class Settler:
             pending = memory.pending[what] = _Pending(now, now, content)
         elif pending.content != content:
             pending.changed, pending.content = now, content
-        quiet = min(pending.changed + self.interval, pending.first + SETTLE_LIMIT * self.interval)
+        quiet = pending.changed + self.interval
+        if capped:
+            quiet = min(quiet, pending.first + SETTLE_LIMIT * self.interval)
         return self._wait(key, max(self._spaced(memory, what), quiet))
 
     def _spaced(self, memory: SettleMemory, what: str) -> float:

@@ -58,7 +58,7 @@ class Written:
     last: str
 
 
-async def start(workers: int, interval: float) -> Written:
+async def start(workers: int, interval: float, spacing: float = SPACING) -> Written:
     """Sync a job while its workers become Running one by one; what was patched into its ConfigMap."""
     clock, due = Clock(), Due()
     job = new_mpijob(workers=workers)
@@ -79,7 +79,7 @@ async def start(workers: int, interval: float) -> Written:
 
     started = clock.now
     for index in range(workers):
-        at = started + index * SPACING
+        at = started + index * spacing
         while due.at is not None and due.at <= at:  # a requeue that falls before this start
             clock.now = max(clock.now, due.take())
             await sync()
@@ -137,3 +137,42 @@ async def test_a_patch_carries_only_the_keys_that_change() -> None:
     await world.sync()
     last = [body for verb, plural, _, body in world.cluster.writes if (verb, plural) == ("patch", "configmaps")][-1]
     assert last["patch"]["data"] == {"extra": None, "hostfile": hostfile}
+
+
+async def test_a_slow_start_writes_bytes_linear_in_the_workers() -> None:
+    """1,000 workers starting over 90 s (the pace of a 10,000-worker job on 2 cores, issue 36). Rewritten at most 3
+    intervals apart, the list was written 30 times, 615,065 bytes (15.8 times the final list); written only once
+    it grew by half (or was quiet for an interval, or complete), 9 times, 125,696 bytes: the lists written grow
+    geometrically, so their bytes stay within a few times the final list, O(W), and the last write holds every
+    Running worker."""
+    written = await start(1000, 1.0, spacing=0.09)
+    final = len(orjson.dumps({"discover_hosts.sh": every_worker(1000)}))
+    assert written.last == every_worker(1000)
+    assert (written.patches, written.bytes) == (9, 125_696)
+    assert written.bytes < 4 * final
+
+
+async def test_a_worker_leaving_is_written_within_the_settle_limit() -> None:
+    """A host that leaves discover_hosts.sh is never held back by the growth rule: 100 Running workers, one of
+    them stops Running; the list without it is written once it settles."""
+    clock, due = Clock(), Due()
+    job = new_mpijob(workers=100)
+    job["status"] = {"conditions": [created_condition()], "startTime": EARLIER}
+    world = World(job)
+    settler = Settler(1.0, clock)
+    settler.requeue = lambda key, delay: due.add(clock.now + delay)
+    world.reconciler = Reconciler(Shared(world.caches, world.cluster, Settings(), lambda: KEYS, settler=settler),
+                                  OperatorMetrics(CollectorRegistry()), lambda: NOW)
+    world.add_dependencies(running_workers=[f"test-worker-{i}" for i in range(100)])
+    world.add_launcher(pods=[{"phase": "Running"}])
+    world.add_workers(100, "Running")
+    world.add_workers(1, "Failed", start=7)
+    await world.sync()
+    while due.at is not None:
+        clock.now = max(clock.now, due.take())
+        for resource, name in ((CONFIG_MAPS, "test-config"), (MPIJOBS, "test")):  # the informers catch up
+            world.cluster.given(resource, world.cluster.server[(resource.plural, "default", name)])
+        await world.sync()
+    script = world.cluster.server[("configmaps", "default", "test-config")]["data"]["discover_hosts.sh"]
+    assert script == every_worker(100).replace("echo test-worker-7.test.default.svc\n", "")
+    assert clock.now <= 100.0 + 3 * 1.0

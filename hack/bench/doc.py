@@ -1,9 +1,10 @@
 """docs/benchmarks.md's summary, rendered from the latest results files kept in the repository.
 
-``make bench-peer`` writes hack/bench/results/peer.json and ``make bench-webhook`` webhook.json (the figures of
-their latest run, with its date and commit); each then rewrites the summary between the page's markers from
-both files. ``python -m hack.bench.doc`` renders it again from the files as they are; ``--check`` only says
-whether the page matches them (exit 1 if not). A unit test checks the same, so the page cannot drift.
+``make bench-peer`` writes hack/bench/results/peer.json, ``make bench-webhook`` webhook.json and
+``python -m hack.bench.scale`` scale.json (the figures of their latest run, with its date and commit); each then
+rewrites the summary between the page's markers from the files. ``python -m hack.bench.doc`` renders it again
+from the files as they are; ``--check`` only says whether the page matches them (exit 1 if not). A unit test
+checks the same, so the page cannot drift.
 """
 
 from __future__ import annotations
@@ -255,7 +256,45 @@ def source_line(name: str, data: dict[str, Any]) -> str:
             f"{how}.")
 
 
-def render(peer: dict[str, Any], webhook: dict[str, Any]) -> str:
+SCALE_SCENARIOS = {"one": "one job of {workers:,} workers", "many": "{jobs:,} jobs of {workers} workers at once"}
+
+
+def scale_lines(scale: dict[str, Any]) -> list[str]:
+    """B7/B8 (``scale.json``, hack/bench/scale.py): one row per scenario and operator, every figure from the audit
+    log or a count checked after the pods exist, the rounds' medians (min-max)."""
+    runs = scale["runs"]
+    lines = [
+        source_line("`scale.json`, ours and the Go mpi-operator at scale, each alone in turn", scale),
+        f"  Both operators `{scale['operator_flags']}`; {scale['control_plane']}; {scale.get('nodes', 'kwok nodes')}; "
+        f"audit log on. CPU: {scale['cpu_method']}.",
+        *(f"  Note: {note}" for note in scale.get("notes", [])),
+        "",
+        "| scale scenario | operator | pods created (409 AlreadyExists) | POST to all created, s | to all Running, s "
+        "| CPU-s per 1,000 pods | peak RSS, MiB | ConfigMap writes, bytes | EndpointSlices | the operator's requests |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, template in SCALE_SCENARIOS.items():
+        for kind, label in (("go", f"Go {scale['peer_version']}"), ("ours", "ours")):
+            got = [r for r in runs if r["scenario"] == name and r["operator"] == kind]
+            if not got:
+                continue
+            first = got[0]
+            requests = sum(sum(r["requests"].values()) for r in got) / len(got)
+            scenario = template.format(jobs=first["jobs"], workers=first["workers"])
+            lines.append(
+                f"| {scenario} | {label} | {show(stat([r['created'] for r in got]), 0, sep=True)} "
+                f"({show(stat([r['already_exists'] for r in got]), 0, sep=True)}) "
+                f"| {show(stat([r['all_created'] for r in got]), 1)} "
+                f"| {show(stat([r['all_running'] for r in got]), 1)} "
+                f"| {show(stat([r['cpu_per_1000_pods'] for r in got]), 2)} "
+                f"| {show(stat([r['peak_rss_kb'] / 1024 for r in got]), 1)} "
+                f"| {show(stat([r['configmap_writes'] for r in got]), 0, sep=True)}, "
+                f"{show(stat([r['configmap_bytes'] for r in got]), 0, sep=True)} "
+                f"| {show(stat([r['endpoint_slices'] for r in got]), 0)} | {requests:,.0f} |")
+    return [*lines, ""]
+
+
+def render(peer: dict[str, Any], webhook: dict[str, Any], scale: dict[str, Any] | None = None) -> str:
     """The text between the markers."""
     lines = [
         "Latest results (hack/bench/results/):",
@@ -273,6 +312,8 @@ def render(peer: dict[str, Any], webhook: dict[str, Any]) -> str:
     for line in (censored_line(peer), floor_line(peer)):
         if line:
             lines += [line, ""]
+    if scale is not None:
+        lines += scale_lines(scale)
     return "\n".join(lines).rstrip("\n")
 
 
@@ -282,7 +323,8 @@ def load(name: str, results: Path = RESULTS) -> dict[str, Any]:
 
 
 def rendered(results: Path = RESULTS) -> str:
-    return render(load("peer", results), load("webhook", results))
+    scale = load("scale", results) if (results / "scale.json").exists() else None
+    return render(load("peer", results), load("webhook", results), scale)
 
 
 def block(text: str) -> str:

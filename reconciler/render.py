@@ -165,6 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster-domain", default="", help="as the reconciler's --cluster-domain")
     parser.add_argument("--gang-scheduling", default="", help="as the reconciler's --gang-scheduling (kube-scheduler: "
                         "the Workload and PodGroup of native gangs)")
+    parser.add_argument("--as", dest="target", choices=["mpijob", "jobset", "trainjob"], default="mpijob",
+                        help="mpijob (default): the objects this operator creates; jobset: the JobSet "
+                        "(jobset.x-k8s.io/v1alpha2) with its Secret and ConfigMap that runs the job without it; "
+                        "trainjob: the Kubeflow Trainer v2 TrainJob and ClusterTrainingRuntime (Open MPI only). "
+                        "What they cannot express goes to stderr (docs/migration.md)")
     parser.add_argument("--explain-topology", action="store_true",
                         help="instead of the objects, show how Kueue's Topology Aware Scheduling ranks each pod and "
                         "which MPI ranks it runs (docs/kueue.md)")
@@ -188,6 +193,15 @@ def main(argv: Sequence[str]) -> int:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         print(f"python -m reconciler render: error: {args.file}: {' '.join(str(error).split())}", file=sys.stderr)
         return 1
+    if args.target != "mpijob":
+        if args.explain_topology or args.gang_scheduling:
+            print(f"python -m reconciler render: error: --as {args.target} takes neither --explain-topology nor "
+                  "--gang-scheduling", file=sys.stderr)
+            return 2
+        from reconciler.render_export import export_documents  # noqa: PLC0415  (it imports this module)
+
+        return export_documents(documents, args.target, args.file, output=args.output,
+                                cluster_domain=args.cluster_domain)
     gang = GangScheduling.from_flag(args.gang_scheduling)
     objects: list[JSONDict] = []
     failed = False

@@ -11,13 +11,18 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from reconciler.mpijob import builders, gating
+from reconciler.mpijob.builders import GangScheduling
+from reconciler.mpijob.context import Shared
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.metrics import OperatorMetrics
+from reconciler.mpijob.sync import Reconciler
 from reconciler.runtime.api_resources import CONFIG_MAPS, SECRETS
+from reconciler.settings import Settings
 from shared.jsondict import JSONDict
 from tests.unit.reconciler.test_sync import (
     EARLIER,
     KEYS,
+    NOW,
     T,
     World,
     condition,
@@ -175,3 +180,27 @@ def test_the_metric_observes_the_seconds_a_release_ended() -> None:
     assert registry.get_sample_value("mpi_operator_launcher_gated_seconds_sum") == 300.0
     metrics.observe_written(job, {"conditions": [released]}, {"conditions": [released]})
     assert registry.get_sample_value("mpi_operator_launcher_gated_seconds_count") == 1, "once per wait"
+
+
+@pytest.mark.parametrize("gang", ["volcano", "scheduler-plugins-scheduler", "kube-scheduler"])
+async def test_a_gang_never_counts_a_held_launcher(gang: str) -> None:
+    """Resumed under every gang backend: the gang is made for the two workers only, and the launcher Job stays
+    suspended while they are not Ready (a gang that counted it would wait for a pod that waits for the gang)."""
+    job = resumed_job(WAIT)
+    world = resumed_world(WAIT)
+    settings = GangScheduling(gang)
+    world.reconciler = Reconciler(Shared(world.caches, world.cluster, Settings(gang=settings), lambda: KEYS),
+                                  OperatorMetrics(CollectorRegistry()), lambda: NOW)
+    await world.sync()
+    created = [(verb, kind) for verb, kind, _ in world.cluster.actions if verb == "create"]
+    gang_kinds = [("create", "workloads"), ("create", "podgroups")] if gang == "kube-scheduler" else [
+        ("create", "podgroups")]
+    assert created == [("create", "services"), *gang_kinds, ("create", "pods"), ("create", "pods")]
+    assert ("update", "jobs", "test-launcher") not in world.cluster.actions
+    group = world.cluster.created("podgroups", "test")
+    if gang == "kube-scheduler":
+        assert world.cluster.created("workloads", "test")["spec"]["podGroupTemplates"][0]["schedulingPolicy"] == {
+            "gang": {"minCount": 2}}
+    else:
+        assert group["spec"]["minMember"] == 2
+    assert builders.calculate_min_available(defaulted(job)) == 2

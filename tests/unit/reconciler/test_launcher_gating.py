@@ -107,6 +107,8 @@ async def test_the_launcher_is_released_with_its_directives_once_every_worker_is
     assert running == condition("Running", "False", "LauncherStarting",
                                 "MPIJob default/test: 2/2 workers ready, the launcher is starting") | {
         "lastTransitionTime": EARLIER}
+    assert world.metrics.registry.get_sample_value("mpi_operator_launcher_gated_seconds_count") == 1, \
+        "the write that released the launcher observed the wait"
 
 
 async def test_at_startup_releases_the_launcher_in_the_sync_that_resumes_it_as_upstream() -> None:

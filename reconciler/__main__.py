@@ -25,6 +25,7 @@ from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.sshkeys import generate_ssh_key_pair
 from reconciler.mpijob.sync import Reconciler
 from reconciler.options import Options, OptionsError, parse_options
+from reconciler.runtime import loop_errors
 from reconciler.runtime.client import ApiError, KubeClient, StartupError
 from reconciler.runtime.health import Health, serve
 from reconciler.runtime.kubeconfig import load_configuration
@@ -54,6 +55,7 @@ async def run(options: Options) -> int:
     CRD missing) by an API server that says it is ready exits 1 at once, as before. After a lost Lease the
     process stops reconciling and campaigns again in-process (``_lead``), rather than exiting: see there why.
     """
+    loop_errors.install(asyncio.get_running_loop())
     configuration = await load_configuration(options.kubeconfig, options.master)
     stop = _stop_on_signals()
     client = KubeClient(configuration, options.kube_api_qps, options.kube_api_burst)

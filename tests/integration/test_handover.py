@@ -110,11 +110,12 @@ def _our_identity(process: OperatorReconciler) -> str:
 
 
 def _assert_discover_hosts(jobs: Jobs, job: str, children: Children, *, everyone: bool) -> None:
-    """upstream's format: a shebang, then ``echo <fqdn>`` per Running worker, sorted by name as a string."""
+    """upstream's format: a shebang, then ``echo <fqdn>`` per Running worker; in index order (upstream sorts the
+    names as strings, ``worker-10`` before ``worker-2``: docs/migration.md)."""
     lines = children.discover_hosts.splitlines()
     assert lines[0] == "#!/bin/sh"
     names = [line.removeprefix("echo ").removesuffix(f".{job}.{jobs.ns}.svc") for line in lines[1:]]
-    assert names == sorted(names)
+    assert names == sorted(names, key=lambda name: int(name.rsplit("-", 1)[1]))
     if everyone:
         assert set(names) == set(children.workers)
     else:
@@ -188,8 +189,8 @@ def _assert_adopted(jobs: Jobs, writes: Writes, ours_user: str, before: dict[str
     assert len(after["running"].workers) == 16
     assert len(after["partial"].workers) == WORKERS
     assert after["running"].launcher == before["running"].launcher
-    # The running job's ConfigMap as the Go operator left it (all 16 workers Running): ours writes nothing.
-    assert after["running"].discover_hosts == before["running"].discover_hosts
+    # The running job's ConfigMap as the Go operator left it (all 16 workers Running), its hosts put in index order.
+    assert sorted(after["running"].discover_hosts.splitlines()) == sorted(before["running"].discover_hosts.splitlines())
     _assert_discover_hosts(jobs, "running", after["running"], everyone=True)
     _assert_discover_hosts(jobs, "partial", after["partial"], everyone=False)
     print(f"\nthe Go operator made {len(before['partial'].workers)} of the {WORKERS} workers of 'partial'")

@@ -177,8 +177,15 @@ def test_a_job_larger_than_free_capacity_binds_no_pod_until_it_fits(
 
 
 def placements(jobs: Jobs, names: tuple[str, str]) -> tuple[int, int]:
-    """How many live pods of each job are bound."""
-    first, second = (len(bound(live_pods(jobs, name))) for name in names)
+    """How many pods of each job hold a place: bound, not finished and not being deleted. A job that has Succeeded
+    holds none (what is left of it is being torn down: its workers' deletion takes a moment, more under load, and
+    meanwhile the other job's gang may bind, which is what a gang should do)."""
+    def placed(name: str) -> int:
+        if (jobs.condition(name, "Succeeded") or {}).get("status") == "True":
+            return 0
+        return len(bound([p for p in live_pods(jobs, name) if not p["metadata"].get("deletionTimestamp")]))
+
+    first, second = (placed(name) for name in names)
     return first, second
 
 

@@ -1,8 +1,8 @@
-"""The way out to JobSet, on the real node: upstream's Open MPI pi example rendered by ``python -m reconciler
-render --as jobset`` and applied as it is runs under a real JobSet controller (v0.12.0, built from the Go module
-proxy by hack/build/build-jobset.sh, its webhooks registered) with no MPIJob involved: the JobSet completes, the
-launcher's log has pi computed by ranks on the two workers (hostnames ``pi-worker-0-<i>``), and JobSet deletes
-the workers' Job once the launcher has completed."""
+"""The way out to JobSet, on the real node: upstream's pi examples (Open MPI, Intel MPI, MPICH) rendered by
+``python -m reconciler render --as jobset`` and applied as they are run under a real JobSet controller (v0.12.0,
+built from the Go module proxy by hack/build/build-jobset.sh, its webhooks registered) with no MPIJob involved: the
+JobSet completes, the launcher's log has pi computed by ranks on the two workers (hostnames ``pi-worker-0-<i>``),
+and JobSet deletes the workers' Job once the launcher has completed."""
 
 from __future__ import annotations
 
@@ -65,9 +65,10 @@ def finished(cluster: RealNodeCluster, namespace: str, name: str) -> JSON | None
     return jobset if done else None
 
 
+@pytest.mark.parametrize("mpi", ["openmpi", "intel", "mpich"])
 def test_rendered_jobset_computes_pi(real_cluster: RealNodeCluster, namespace: str,
-                                     jobset_controller: JobSetController) -> None:
-    job = upstream_pi("openmpi", "pi")
+                                     jobset_controller: JobSetController, mpi: str) -> None:
+    job = upstream_pi(mpi, "pi")
     job["metadata"]["namespace"] = namespace
     real_cluster.kubectl("apply", "-f", "-", input=render_as_jobset(job), check=True)
 

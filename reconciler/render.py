@@ -11,7 +11,8 @@ namespace are rendered in ``default``; the MPIJob's uid in ownerReferences is a 
 admission webhook returns for the job go to stderr, one ``Warning: ...`` line each, as ``kubectl apply``
 shows them; the objects still go to stdout. An invalid MPIJob prints the field errors as ``kubectl apply``
 shows the webhook's denial, and exits 1. With ``--explain-topology`` it prints, instead of the objects, how Kueue's
-Topology Aware Scheduling ranks each pod and which MPI ranks it runs (reconciler/explain_topology.py).
+Topology Aware Scheduling ranks each pod and which MPI ranks it runs (reconciler/explain_topology.py). With ``--as
+jobset`` or ``--as trainjob`` it exports the job to JobSet or Kubeflow Trainer instead (reconciler/render_export.py).
 """
 
 from __future__ import annotations

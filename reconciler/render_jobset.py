@@ -42,6 +42,7 @@ MAX_NAME = 63
 # the JobSet webhook adds a 5-character suffix to the longest pod name it checks (a pod's random suffix)
 POD_NAME_SUFFIX = len("-abcde")
 DROPPED_POD_LABELS = (c.LABEL_OPERATOR_NAME, c.LABEL_REPLICA_INDEX)
+KUBECTL_PREFIX = "kubectl.kubernetes.io/"
 
 
 @dataclass(frozen=True)
@@ -142,10 +143,14 @@ def name_errors(job: MPIJob, rjob_pods: dict[str, int]) -> list[str]:
 
 def jobset_metadata(job: MPIJob, document: JSONDict) -> JSONDict:
     """The MPIJob's name, namespace, labels (a Kueue queue-name label keeps working: Kueue runs JobSets) and
-    annotations."""
+    annotations, but kubectl's (``kubectl.kubernetes.io/last-applied-configuration`` of an exported MPIJob)."""
     given = document.get("metadata") or {}
     meta: JSONDict = {"name": job.name, "namespace": job.namespace}
-    meta.update((key, dict(given[key])) for key in ("labels", "annotations") if given.get(key))
+    if given.get("labels"):
+        meta["labels"] = dict(given["labels"])
+    annotations = {k: v for k, v in (given.get("annotations") or {}).items() if not k.startswith(KUBECTL_PREFIX)}
+    if annotations:
+        meta["annotations"] = annotations
     return meta
 
 
@@ -199,7 +204,7 @@ def build_jobset(job: MPIJob, document: JSONDict, policy: FailurePolicy | None, 
                     "publishNotReadyAddresses": True},
         "replicatedJobs": replicated_jobs(job, launcher, worker),
         "successPolicy": {"operator": "All", "targetReplicatedJobs": [LAUNCHER_RJOB]},
-        "failurePolicy": {"maxRestarts": policy.max_restarts or 0 if policy is not None else 0},
+        "failurePolicy": {"maxRestarts": (policy.max_restarts or 0) if policy is not None else 0},
     }
     run_policy = run_policy_of(job)
     if run_policy.ttl_seconds_after_finished is not None:

@@ -173,6 +173,7 @@ metadata:
   name: train
   namespace: team-a
   labels: {kueue.x-k8s.io/queue-name: user-queue}
+  annotations: {team: a, kubectl.kubernetes.io/last-applied-configuration: "{}"}
 spec:
   runPolicy:
     suspend: true
@@ -204,7 +205,7 @@ def test_run_policy_and_what_jobset_cannot_express() -> None:
     exported = export_jobset(yaml.safe_load(V2_JOB), KEYS)
     jobset = exported.objects[-1]
     assert jobset["metadata"] == {"name": "train", "namespace": "team-a",
-                                  "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}}
+                                  "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}, "annotations": {"team": "a"}}
     spec = jobset["spec"]
     assert {key: spec[key] for key in ("failurePolicy", "suspend", "managedBy")} == {
         "failurePolicy": {"maxRestarts": 3}, "suspend": True, "managedBy": "kueue.x-k8s.io/multikueue"}
@@ -318,7 +319,8 @@ def test_trainjob_keeps_suspend_managed_by_labels_and_the_restart_budget() -> No
     runtime, trainjob = exported.objects
     assert trainjob == {
         "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-        "metadata": {"name": "train", "namespace": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+        "metadata": {"name": "train", "namespace": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
+                     "annotations": {"team": "a"}},
         "spec": {"runtimeRef": {"name": "mpijob-team-a-train", "apiGroup": "trainer.kubeflow.org",
                                 "kind": "ClusterTrainingRuntime"},
                  "trainer": {"numNodes": 2, "numProcPerNode": 1}, "suspend": True,

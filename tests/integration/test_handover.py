@@ -109,13 +109,15 @@ def _our_identity(process: OperatorReconciler) -> str:
     return match.group(1).strip('"')
 
 
-def _assert_discover_hosts(jobs: Jobs, job: str, children: Children, *, everyone: bool) -> None:
-    """upstream's format: a shebang, then ``echo <fqdn>`` per Running worker; in index order (upstream sorts the
-    names as strings, ``worker-10`` before ``worker-2``: docs/migration.md)."""
+def _assert_discover_hosts(jobs: Jobs, job: str, children: Children, *, everyone: bool, by: str) -> None:
+    """upstream's format: a shebang, then ``echo <fqdn>`` per Running worker, in the order of the operator that wrote
+    it last (``by``): ours lists them in index order, the Go operator sorts the names as strings (``worker-10``
+    before ``worker-2``: docs/migration.md)."""
     lines = children.discover_hosts.splitlines()
     assert lines[0] == "#!/bin/sh"
     names = [line.removeprefix("echo ").removesuffix(f".{job}.{jobs.ns}.svc") for line in lines[1:]]
-    assert names == sorted(names, key=lambda name: int(name.rsplit("-", 1)[1]))
+    index_order = sorted(names, key=lambda name: int(name.rsplit("-", 1)[1]))
+    assert names == (index_order if by == "ours" else sorted(names))
     if everyone:
         assert set(names) == set(children.workers)
     else:
@@ -191,8 +193,8 @@ def _assert_adopted(jobs: Jobs, writes: Writes, ours_user: str, before: dict[str
     assert after["running"].launcher == before["running"].launcher
     # The running job's ConfigMap as the Go operator left it (all 16 workers Running), its hosts put in index order.
     assert sorted(after["running"].discover_hosts.splitlines()) == sorted(before["running"].discover_hosts.splitlines())
-    _assert_discover_hosts(jobs, "running", after["running"], everyone=True)
-    _assert_discover_hosts(jobs, "partial", after["partial"], everyone=False)
+    _assert_discover_hosts(jobs, "running", after["running"], everyone=True, by="ours")
+    _assert_discover_hosts(jobs, "partial", after["partial"], everyone=False, by="ours")
     print(f"\nthe Go operator made {len(before['partial'].workers)} of the {WORKERS} workers of 'partial'")
     launcher_pods = jobs.pods("training.kubeflow.org/job-name=running,training.kubeflow.org/job-role=launcher")
     assert len(launcher_pods) == 1, "the running launcher was neither replaced nor restarted"
@@ -328,7 +330,7 @@ def test_ours_to_go_operator_mid_job(cluster: LocalCluster, namespace: str, alon
     assert before.workers.items() <= after.workers.items(), "our worker pods kept, same UIDs"
     assert len(after.workers) == WORKERS
     assert (after.secret, after.config_map, after.service) == (before.secret, before.config_map, before.service)
-    _assert_discover_hosts(jobs, "back", after, everyone=False)
+    _assert_discover_hosts(jobs, "back", after, everyone=False, by="go")
     writes = _writes(cluster, offset, namespace, ("back",))
     ours_user = alone.credentials.username
     assert writes.pod_deletes == 0

@@ -38,6 +38,7 @@ help:
 	@echo "  make debian-images its Debian half: containerd, the images (mmdebstrap, buildah) and the local registry"
 	@echo "  make peer-bin      the upstream Go mpi-operator v0.8.2 (handover test, bench-peer)"
 	@echo "  make kueue         Kueue, for tests/integration/test_kueue.py"
+	@echo "  make jobset        the JobSet controller v0.12.0, for tests/e2e/test_jobset.py"
 	@echo "  make scheduler-plugins  the coscheduling scheduler, for the gang-scheduling tests"
 	@echo "  make helm          Helm, for the chart tests and helm install from a checkout"
 	@echo "  make promtool      promtool (Debian's prometheus package), for the alert-rule tests"
@@ -117,7 +118,7 @@ debian-images:
 images:
 	@REGISTRY="$(REGISTRY)" TAG="$(TAG)" INSECURE="$(INSECURE)" bash hack/build/push-operator-images.sh
 
-e2e: $(STAMP) node-images
+e2e: $(STAMP) node-images jobset
 	$(VENV)/bin/pytest tests/e2e
 
 e2e-up: $(STAMP) node-images
@@ -145,6 +146,13 @@ peer-bin:
 kueue:
 	@if command -v go >/dev/null; then bash hack/build/build-kueue.sh >/dev/null; else echo "kueue: no Go, the Kueue tests will be skipped"; fi
 
+# JobSet (sigs.k8s.io/jobset v0.12.0) for tests/e2e/test_jobset.py (`render --as jobset` run by a real JobSet
+# controller) and tests/integration/test_render_exports.py (its and Trainer's CRDs), built from the Go module proxy
+# and cached beside the control-plane binaries; without Go those tests are skipped.
+.PHONY: jobset
+jobset:
+	@if command -v go >/dev/null; then bash hack/build/build-jobset.sh >/dev/null; else echo "jobset: no Go, the JobSet tests will be skipped"; fi
+
 # scheduler-plugins (sigs.k8s.io/scheduler-plugins: the Coscheduling scheduler, its PodGroup controller and
 # CRDs) for tests/integration/test_gang_scheduling.py, built from the Go module proxy and cached beside the
 # control-plane binaries (docs/operator-guide.md, gang scheduling); without Go those tests are skipped.
@@ -168,7 +176,7 @@ promtool:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then bash hack/build/apt-install.sh prometheus 2>/dev/null; \
 	  else echo "promtool: not root or no apt-get, the alert-rule tests will be skipped"; fi; }
 
-integration: $(STAMP) testbin peer-bin kueue scheduler-plugins helm
+integration: $(STAMP) testbin peer-bin kueue scheduler-plugins helm jobset
 	$(VENV)/bin/pytest tests/integration
 
 # `make test T=<pytest arguments>` runs just those, with the virtualenv and nothing else built first: a test that
@@ -196,7 +204,7 @@ builds:
 	@$(MAKE) --no-print-directory -j2 build-chain-go build-chain-debian
 
 build-chain-go:
-	@began=$$(date +%s); for target in testbin peer-bin kueue scheduler-plugins helm node-bin; do \
+	@began=$$(date +%s); for target in testbin peer-bin kueue scheduler-plugins helm jobset node-bin; do \
 	  $(MAKE) --no-print-directory $$target || exit 1; done; \
 	echo "builds: the Go chain took $$(( $$(date +%s) - began )) s"
 

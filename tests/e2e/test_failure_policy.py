@@ -9,16 +9,20 @@ that condition (a plain delete is matched by exit codes only, a case the proposa
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 
 from hack.devcluster import LocalCluster, api_v2
-from hack.devcluster.mpijobs import JSON, conditions, diagnostics, launcher_log, wait_finished
+from hack.devcluster.mpijobs import CPU_LIMIT, JSON, conditions, diagnostics, launcher_log, wait_finished
 from hack.devcluster.operator_deploy import enable_api_v2
 from hack.devcluster.wait import wait_for
-from tests.e2e.jobs import apply, assert_pi, upstream_pi
+from shared.api.v2types import with_failure_policy_defaults
+from tests.e2e.jobs import apply, assert_pi, run_to_success, upstream_pi
 
 ATTEMPT = "mpijobs.kubeflow.org/restart-attempt"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pi-v2-failure-policy.yaml"
 # The first attempt's launcher waits instead of running mpirun, so that the eviction comes mid-run; the next
 # attempt (label 1, read through the downward API) runs upstream's mpirun as it is.
 WAIT_ON_FIRST_ATTEMPT = ('if [ "$RESTART_ATTEMPT" = 0 ]; then echo "attempt 0: waiting"; exec sleep 600; fi; '
@@ -90,3 +94,17 @@ def test_an_evicted_worker_restarts_the_job_which_then_succeeds(real_cluster: Lo
     events = real_cluster.kubectl("get", "events", "-n", namespace, "--field-selector",
                                   "involvedObject.name=fp,reason=RestartJobFailurePolicyAction", "-o", "name").stdout
     assert len(events.split()) == 1, events
+
+
+def test_the_v2_failure_policy_example_runs_as_shipped(real_cluster: LocalCluster, namespace: str) -> None:
+    """examples/pi-v2-failure-policy.yaml, with the CPU limits the real node fits: pi, no restart, its policy kept."""
+    job: JSON = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    for spec in job["spec"]["mpiReplicaSpecs"].values():
+        for container in spec["template"]["spec"]["containers"]:
+            container["resources"]["limits"]["cpu"] = CPU_LIMIT
+    log, _ = run_to_success(real_cluster, namespace, job)
+    assert_pi(log, ["pi-restarts-worker-0", "pi-restarts-worker-1"])
+    stored = real_cluster.rest.get(f"/apis/kubeflow.org/v2/namespaces/{namespace}/mpijobs/pi-restarts")
+    assert stored["spec"]["runPolicy"]["failurePolicy"] == with_failure_policy_defaults(
+        job["spec"]["runPolicy"]["failurePolicy"])  # the example's, with the defaults the API server adds
+    assert stored["status"].get("restartCount", 0) == 0

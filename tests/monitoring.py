@@ -23,8 +23,14 @@ NOT_METRICS = {"by", "without", "on", "ignoring", "group_left", "group_right", "
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 # a comparison with a scalar literal (or literal arithmetic, `< 14 * 86400`) on its right: an alert's threshold
 THRESHOLD = re.compile(rf"\s*(?:==|!=|>=|<=|>|<)\s*(?:bool\s+)?{_NUMBER}(?:\s*[-+*/%^]\s*{_NUMBER})*(?![\w.])")
-# Grafana's interval variables, as Grafana fills them for a Prometheus that scrapes every few seconds
-GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "15s", "$__range": "1h"}
+# Grafana's interval variables, as Grafana fills them for a Prometheus that scrapes every few seconds, and the
+# dashboard's cluster and namespace variables as "All" fills them (allValue: a regex that also matches no label)
+GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "15s", "$__range": "1h", "$cluster": ".*",
+                     "$namespace": ".*"}
+# the dashboard's template variables that every panel's query filters by
+SCOPE_VARIABLES = ("cluster", "namespace")
+# metrics the rules and the dashboard select that the operator does not export: the API server's own
+EXTERNAL_METRICS = {"apiserver_admission_webhook_fail_open_count"}
 
 
 def metric_names(expr: str) -> set[str]:
@@ -74,3 +80,7 @@ def dashboard_panels() -> dict[str, list[str]]:
 
 def dashboard_exprs() -> list[str]:
     return [expr for exprs in dashboard_panels().values() for expr in exprs]
+
+
+def dashboard() -> dict[str, Any]:
+    return dict(json.loads(DASHBOARD.read_text(encoding="utf-8")))

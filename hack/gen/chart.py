@@ -7,9 +7,9 @@ comments. The one value of the copies: rbac.aggregateToDefaultRoles adds Kuberne
 roles (kubeflow-mpijobs-edit into admin and edit, kubeflow-mpijobs-view into view), as template lines. The CRD
 (deploy/crds/, with the labels of deploy/crds/kustomization.yaml) and the JSON patch of the component
 deploy/components/api-v2 that turns kubeflow.org/v2 on go into files/crds/, which templates/crd.yaml reads
-(values crds.enabled, crds.keep, apiVersions.v2). The alert rules of deploy/monitoring are copied as they are into
-files/, which the PrometheusRule template reads. `--check` exits 1 when a copy is stale. tests/unit/test_chart.py
-compares every object the chart renders with kustomize's.
+(values crds.enabled, crds.keep, apiVersions.v2). The alert rules and the Grafana dashboard of deploy/monitoring are
+copied as they are into files/, which the PrometheusRule and the dashboard ConfigMap templates read. `--check`
+exits 1 when a copy is stale. tests/unit/test_chart.py compares every object the chart renders with kustomize's.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ COPIES = {  # source in deploy/ -> copy in the chart
 }
 VERBATIM = {  # source in deploy/ -> a file of the chart that templates read as data (.Files.Get), copied as it is
     "monitoring/prometheus-rules.yaml": "files/prometheus-rules.yaml",
+    "monitoring/grafana-dashboard.json": "files/grafana-dashboard.json",
     "components/api-v2/crd-patch.yaml": "files/crds/api-v2-patch.yaml",
 }
 STALE = ("crds/kubeflow.org_mpijobs.yaml",)  # files of earlier layouts, removed (the CRD left crds/ for templates/)
@@ -94,7 +95,8 @@ def expected() -> dict[Path, str]:
     return {CHART / copy: labelled((DEPLOY / source).read_text(encoding="utf-8"),
                                    common_labels(kustomization_of(source)), source)
             for source, copy in COPIES.items()} | {
-        CHART / copy: f"# Copied from deploy/{source} by hack/gen/chart.py (`make chart`); DO NOT EDIT.\n"
+        CHART / copy: ("" if source.endswith(".json") else  # JSON has no comments: the copy is the file, byte for byte
+                       f"# Copied from deploy/{source} by hack/gen/chart.py (`make chart`); DO NOT EDIT.\n")
                       + (DEPLOY / source).read_text(encoding="utf-8")
         for source, copy in VERBATIM.items()}
 

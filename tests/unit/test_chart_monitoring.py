@@ -17,7 +17,7 @@ import yaml
 
 from hack.devcluster.helm import CHART, HelmError, value_flags
 from hack.gen import chart as gen_chart
-from tests.monitoring import MONITORING, RULES, SCRAPE
+from tests.monitoring import DASHBOARD, MONITORING, RULES, SCRAPE
 from tests.unit.test_chart import CA_BUNDLE, Key, changes, default_render, render, template
 
 PART_OF = {"app.kubernetes.io/part-of": "mpijob-operator"}
@@ -26,6 +26,7 @@ RECONCILER_MONITOR: Key = ("ServiceMonitor", "mpi-operator", "mpi-operator-recon
 WEBHOOK_MONITOR: Key = ("ServiceMonitor", "mpi-operator", "mpi-operator-webhook")
 RULE: Key = ("PrometheusRule", "mpi-operator", "mpi-operator")
 CA_CONFIG_MAP: Key = ("ConfigMap", "mpi-operator", "mpijob-webhook-ca")
+DASHBOARD_CONFIG_MAP: Key = ("ConfigMap", "mpi-operator", "mpi-operator-grafana-dashboard")
 MANUAL = {"certificates.mode": "manual", "certificates.manual.caBundle": CA_BUNDLE}
 
 
@@ -178,6 +179,16 @@ def test_service_monitor_without_reconciler_metrics_fails_with_the_reason() -> N
                  "at '/monitoring/serviceMonitor': additional properties 'enable' not allowed", id="misspelt"),
     pytest.param({"monitoring.metricsService.enabled": "yes"},
                  "at '/monitoring/metricsService/enabled': got string, want boolean", id="not-a-boolean"),
+    pytest.param({"monitoring.prometheusRule.runbookBaseURL": "guide.md"},
+                 "at '/monitoring/prometheusRule/runbookBaseURL': 'guide.md' does not match pattern", id="runbook-url"),
+    pytest.param({"monitoring.prometheusRule.rules.MPIJobStuckPending.disable": "true"},
+                 "at '/monitoring/prometheusRule/rules/MPIJobStuckPending': additional properties 'disable' not "
+                 "allowed", id="misspelt-override"),
+    pytest.param({"monitoring.prometheusRule.rules.MPIJobStuckPending.for": "2 hours"},
+                 "at '/monitoring/prometheusRule/rules/MPIJobStuckPending/for': '2 hours' does not match pattern",
+                 id="override-for"),
+    pytest.param({"monitoring.grafanaDashboard.labels.x": "1"},
+                 "at '/monitoring/grafanaDashboard/labels/x': got number, want string", id="dashboard-label"),
 ])
 def test_schema_rejects_bad_monitoring_values(values: dict[str, str], message: str) -> None:
     with pytest.raises(HelmError) as raised:
@@ -186,6 +197,69 @@ def test_schema_rejects_bad_monitoring_values(values: dict[str, str], message: s
 
 
 def test_lint_passes_with_everything_on() -> None:
-    values = {"monitoring.serviceMonitor.enabled": "true", "monitoring.prometheusRule.enabled": "true"}
+    values = {"monitoring.serviceMonitor.enabled": "true", "monitoring.prometheusRule.enabled": "true",
+              "monitoring.grafanaDashboard.enabled": "true"}
     for flags in (value_flags(values), value_flags({**values, **MANUAL})):
         assert "0 chart(s) failed" in template(*flags, command="lint")
+
+
+def test_rule_overrides_and_the_runbook_base_url() -> None:
+    """An alert left out, another's for, severity and labels changed, and every runbook_url on the base given:
+    the PrometheusRule's spec is deploy's rules with exactly those changes."""
+    values = {"monitoring.prometheusRule.enabled": "true",
+              "monitoring.prometheusRule.runbookBaseURL": "https://git.example.com/o/r/blob/v1/docs/operator-guide.md",
+              "monitoring.prometheusRule.rules.MPIJobWebhookSlow.disabled": "true",
+              "monitoring.prometheusRule.rules.MPIJobStuckPending.for": "2h",
+              "monitoring.prometheusRule.rules.MPIJobStuckPending.severity": "info",
+              "monitoring.prometheusRule.rules.MPIJobStuckPending.labels.team": "hpc",
+              "monitoring.prometheusRule.rules.MPIJobWebhookFailOpen.labels.severity": "critical"}
+    spec = yaml.safe_load(RULES.read_text(encoding="utf-8"))
+    (group,) = spec["groups"]
+    group["rules"] = [rule for rule in group["rules"] if rule["alert"] != "MPIJobWebhookSlow"]
+    for rule in group["rules"]:
+        anchor = rule["alert"].lower()
+        assert rule["annotations"]["runbook_url"] == f"docs/operator-guide.md#{anchor}"
+        rule["annotations"]["runbook_url"] = f"https://git.example.com/o/r/blob/v1/docs/operator-guide.md#{anchor}"
+        if rule["alert"] == "MPIJobStuckPending":
+            rule.update({"for": "2h", "labels": {"severity": "info", "team": "hpc"}})
+        if rule["alert"] == "MPIJobWebhookFailOpen":
+            rule["labels"] = {"severity": "critical"}
+    assert len(group["rules"]) == 10
+    assert added(values) == {RULE: {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+        "metadata": {"name": "mpi-operator", "namespace": "mpi-operator", "labels": PART_OF}, "spec": spec}}
+
+
+def test_an_override_of_an_unknown_alert_fails_with_the_alerts_names() -> None:
+    with pytest.raises(HelmError, match=r"monitoring\.prometheusRule\.rules\.MPIJobStuck: no such alert \(the "
+                                        r"alerts: MPIJobStuckPending, MPIOperatorNoLeader, "):
+        template(*value_flags({"monitoring.prometheusRule.enabled": "true",
+                               "monitoring.prometheusRule.rules.MPIJobStuck.disabled": "true"}))
+
+
+def dashboard_config_map(namespace: str = "mpi-operator", labels: dict[str, str] | None = None,
+                         annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": "mpi-operator-grafana-dashboard", "namespace": namespace,
+                                "labels": {**PART_OF, **(labels or {}), "grafana_dashboard": "1"}}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
+            "data": {"mpi-operator.json": DASHBOARD.read_text(encoding="utf-8").rstrip("\n")}}
+
+
+def test_the_dashboard_config_map_for_grafanas_sidecar() -> None:
+    assert added({"monitoring.grafanaDashboard.enabled": "true"}) == {DASHBOARD_CONFIG_MAP: dashboard_config_map()}
+
+
+def test_the_dashboard_config_map_in_grafanas_namespace_with_labels_and_a_folder() -> None:
+    values = {"monitoring.grafanaDashboard.enabled": "true", "monitoring.grafanaDashboard.namespace": "monitoring",
+              "monitoring.grafanaDashboard.labels.release": "kps",
+              "monitoring.grafanaDashboard.annotations.grafana_folder": "MPI"}
+    assert added(values) == {("ConfigMap", "monitoring", "mpi-operator-grafana-dashboard"): dashboard_config_map(
+        "monitoring", {"release": "kps"}, {"grafana_folder": "MPI"})}
+
+
+def test_the_charts_copy_of_the_dashboard_is_deploys() -> None:
+    copy = CHART / "files" / "grafana-dashboard.json"
+    assert copy.read_text(encoding="utf-8") == DASHBOARD.read_text(encoding="utf-8")
+    assert gen_chart.expected()[copy] == copy.read_text(encoding="utf-8")

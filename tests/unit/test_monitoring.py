@@ -14,14 +14,18 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, ProcessCollector
 
+from reconciler.certs.rotator import RotationMetrics
 from reconciler.mpijob.metrics import OperatorMetrics
 from tests.monitoring import (
+    EXTERNAL_METRICS,
     MONITORING,
     ROOT,
     RULES,
+    SCOPE_VARIABLES,
     alerts,
+    dashboard,
     dashboard_exprs,
     dashboard_panels,
     grafana_query,
@@ -40,8 +44,11 @@ SUFFIXES = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_s
 
 def exported_names() -> set[str]:
     """Every sample name the reconciler and the webhook can serve (counters by ``_total``, histograms by their
-    three series), from their own registries."""
+    three series), from their own registries: the reconciler's (prometheus_client's default registry, with its
+    process collector, and the managed certificates' rotation) and the webhook's."""
     reconciler = OperatorMetrics(CollectorRegistry())
+    RotationMetrics(reconciler.registry)
+    ProcessCollector(registry=reconciler.registry)
     reconciler.watch_jobs([])
     reconciler.watch_queue(lambda: 0)
     webhook = WebhookMetrics()
@@ -66,7 +73,8 @@ def test_the_rules_and_the_dashboard_query_only_exported_metrics() -> None:
     exported = exported_names()
     used = {name: where for where, exprs in (("rules", [r["expr"] for r in rules()]), ("dashboard", dashboard_exprs()))
             for expr in exprs for name in metric_names(expr)}
-    assert {name: where for name, where in used.items() if name not in exported} == {}
+    assert {name: where for name, where in used.items() if name not in exported | EXTERNAL_METRICS} == {}
+    assert used.keys() >= EXTERNAL_METRICS
     assert len(used) >= 15  # the parser found the metrics: the whole check would pass on an empty set
 
 
@@ -108,16 +116,16 @@ def test_every_alert_has_a_threshold_that_removing_leaves_its_metrics() -> None:
         compared = without_threshold(expr)
         assert metric_names(compared) == metric_names(expr), name
         assert not re.search(r"[<>]|==|!=(?!\")", compared), (name, compared)
-    assert len(alerts()) == len(rules()) == 9
+    assert len(alerts()) == len(rules()) == 11
 
 
 def test_every_panel_query_has_its_grafana_variables_filled_in() -> None:
     panels = dashboard_panels()
-    assert len(panels) == 14
+    assert len(panels) == 19
     assert all(panels.values())
     queries = [grafana_query(expr) for expr in dashboard_exprs()]
     assert "$" not in "".join(queries)
-    assert "rate(mpi_operator_workqueue_retries_total[1m])" in "".join(queries)
+    assert 'rate(mpi_operator_workqueue_retries_total{cluster=~".*", namespace=~".*"}[1m])' in "".join(queries)
     with pytest.raises(ValueError, match="variable"):
         grafana_query("rate(a_total[$window])")
 
@@ -135,7 +143,7 @@ def test_promtool_checks_the_rules() -> None:
     result = subprocess.run([str(PROMTOOL), "check", "rules", str(RULES)], capture_output=True, text=True,
                             check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 9 rules found" in result.stdout
+    assert "SUCCESS: 11 rules found" in result.stdout
 
 
 @needs_promtool
@@ -157,3 +165,87 @@ def test_the_scrape_config_keeps_the_services_names_and_ports() -> None:
     assert services == {"mpijob-webhook": ["https"], "mpi-operator-metrics": ["metrics"]}
     assert keeps == {"mpi-operator-reconciler": "mpi-operator-metrics;metrics",
                      "mpi-operator-webhook": "mpijob-webhook;https"}
+
+
+def test_the_dashboard_has_cluster_and_namespace_variables_with_all() -> None:
+    """Behind Thanos or Mimir one cluster must not hide another: both variables list the label's values of the
+    reconciler's series and default to All, whose regex also matches a series without the label."""
+    variables = {var["name"]: var for var in dashboard()["templating"]["list"]}
+    assert list(variables) == ["datasource", *SCOPE_VARIABLES]
+    for name in SCOPE_VARIABLES:
+        var = variables[name]
+        assert {key: var[key] for key in ("type", "includeAll", "allValue", "multi", "refresh")} == {
+            "type": "query", "includeAll": True, "allValue": ".*", "multi": True, "refresh": 2}, name
+        assert var["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        assert var["current"]["value"] == ["$__all"]
+    assert variables["cluster"]["query"]["query"] == "label_values(mpi_operator_is_leader, cluster)"
+    assert variables["namespace"]["query"]["query"] == \
+        'label_values(mpi_operator_is_leader{cluster=~"$cluster"}, namespace)'
+
+
+def selectors(expr: str) -> list[tuple[str, str]]:
+    """Each metric selector of EXPR: its name and its label matchers ("" when it has none)."""
+    return re.findall(r"(?<![\w:])([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})?(?=\s*[\[)\s])", expr.replace("(", "( ") + " ")
+
+
+def test_every_dashboard_selector_is_scoped_by_the_variables() -> None:
+    """Every metric every panel selects is filtered by cluster, and by namespace unless it is the API server's
+    (scraped in the API server's namespace, not the operator's)."""
+    unscoped = []
+    checked = 0
+    for expr in dashboard_exprs():
+        for name, matchers in selectors(expr):
+            if name not in metric_names(expr) and name != "up":
+                continue
+            wanted = ['cluster=~"$cluster"'] + ([] if name in EXTERNAL_METRICS else ['namespace=~"$namespace"'])
+            checked += 1
+            if not all(m in [part.strip() for part in matchers.split(",")] for m in wanted):
+                unscoped.append((name, expr))
+    assert unscoped == []
+    assert checked == len(dashboard_exprs()) == 28
+
+
+def test_the_dashboard_has_the_panels_the_sizing_section_and_the_new_alerts_rely_on() -> None:
+    panels = dashboard_panels()
+    assert {title: exprs for title, exprs in panels.items() if title in {
+        "Reconciler memory (RSS) by pod", "Reconciler CPU by pod", "Webhook replicas up",
+        "Managed certificate renewals and rotation errors (per hour)",
+        "MPIJobs admitted without the defaulting webhook (API server, per hour)"}} == {
+        "Reconciler memory (RSS) by pod": [
+            'sum by (pod) (process_resident_memory_bytes{cluster=~"$cluster", namespace=~"$namespace", '
+            'pod=~"mpi-operator-.+"})'],
+        "Reconciler CPU by pod": [
+            'sum by (pod) (rate(process_cpu_seconds_total{cluster=~"$cluster", namespace=~"$namespace", '
+            'pod=~"mpi-operator-.+"}[$__rate_interval]))'],
+        "Webhook replicas up": ['sum(up{cluster=~"$cluster", namespace=~"$namespace", pod=~"mpijob-webhook-.+"})'],
+        "Managed certificate renewals and rotation errors (per hour)": [
+            'sum by (certificate) (increase(mpi_operator_webhook_certificate_renewals_total{cluster=~"$cluster", '
+            'namespace=~"$namespace"}[1h]))',
+            'sum(increase(mpi_operator_webhook_certificate_errors_total{cluster=~"$cluster", '
+            'namespace=~"$namespace"}[1h]))'],
+        "MPIJobs admitted without the defaulting webhook (API server, per hour)": [
+            'sum(increase(apiserver_admission_webhook_fail_open_count{cluster=~"$cluster", '
+            'name="mpijob-defaulter.kubeflow.org"}[1h]))'],
+    }
+    ids = [panel["id"] for panel in dashboard()["panels"]]
+    assert len(ids) == len(set(ids)) == 19
+
+
+def github_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives the headings of MARKDOWN (lower case, punctuation but - and _ dropped)."""
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in re.findall(r"^#+ (.+)$", markdown, flags=re.MULTILINE)}
+
+
+def test_every_alert_links_its_runbook_in_the_operator_guide() -> None:
+    guide = (ROOT / "docs" / "operator-guide.md").read_text(encoding="utf-8")
+    urls = {rule["alert"]: rule["annotations"]["runbook_url"] for rule in rules()}
+    assert urls == {name: f"docs/operator-guide.md#{name.lower()}" for name in alerts()}
+    assert {url.split("#")[1] for url in urls.values()} <= github_anchors(guide)
+
+
+def test_the_fail_open_alert_names_the_mutating_webhook_whose_failure_policy_is_ignore() -> None:
+    config = yaml.safe_load((ROOT / "deploy" / "webhook" / "mutating-webhook-configuration.yaml").read_text())
+    (webhook,) = config["webhooks"]
+    assert webhook["failurePolicy"] == "Ignore"
+    assert f'{{name="{webhook["name"]}"}}' in alerts()["MPIJobWebhookFailOpen"]

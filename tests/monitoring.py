@@ -31,6 +31,13 @@ GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "15s", "$__range":
 SCOPE_VARIABLES = ("cluster", "namespace")
 # metrics the rules and the dashboard select that the operator does not export: the API server's own
 EXTERNAL_METRICS = {"apiserver_admission_webhook_fail_open_count"}
+# metrics with no series where only the operator is scraped, with the default certificates: the API server's, and
+# the managed certificates' rotation (the reconciler registers it with --manage-webhook-certificates only)
+CONDITIONAL_METRICS = {
+    **dict.fromkeys(EXTERNAL_METRICS, "the API server's metric"),
+    **dict.fromkeys(("mpi_operator_webhook_certificate_renewals_total",
+                     "mpi_operator_webhook_certificate_errors_total"), "managed certificates only"),
+}
 
 
 def metric_names(expr: str) -> set[str]:

@@ -27,7 +27,12 @@ CRDS = ("monitoring.coreos.com_servicemonitors.yaml", "monitoring.coreos.com_pro
 CA_BUNDLE = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="
 ALL_ON = {"monitoring.serviceMonitor.enabled": "true", "monitoring.prometheusRule.enabled": "true",
           "monitoring.serviceMonitor.interval": "30s", "monitoring.serviceMonitor.labels.release": "kps",
-          "monitoring.prometheusRule.labels.release": "kps"}
+          "monitoring.prometheusRule.labels.release": "kps",
+          # the per-alert overrides and the runbook base URL: what they render is a valid PrometheusRule too
+          "monitoring.prometheusRule.runbookBaseURL": "https://git.example.com/o/r/blob/v1/docs/operator-guide.md",
+          "monitoring.prometheusRule.rules.MPIJobStuckPending.for": "2h",
+          "monitoring.prometheusRule.rules.MPIJobStuckPending.labels.team": "hpc",
+          "monitoring.prometheusRule.rules.MPIJobWebhookSlow.disabled": "true"}
 
 
 def operator_crds() -> list[Path]:

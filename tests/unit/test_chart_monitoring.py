@@ -1,7 +1,8 @@
 """The Helm chart's monitoring values (values.yaml `monitoring`, all off by default, so that the default render stays
-`kubectl kustomize deploy/`): the reconciler's metrics Service, the ServiceMonitors and the PrometheusRule, each
-rendered as a whole object and compared with the one expected; the PrometheusRule's groups are the alert rules of
-deploy/monitoring/prometheus-rules.yaml, read from the chart's copy, so the two cannot drift; the ServiceMonitors
+`kubectl kustomize deploy/`): the reconciler's metrics Service, the ServiceMonitors, the PrometheusRule and the
+Grafana dashboard's ConfigMap, each rendered as a whole object and compared with the one expected; the
+PrometheusRule's groups are the alert rules of deploy/monitoring/prometheus-rules.yaml, read from the chart's copy,
+so the two cannot drift, with the per-alert overrides and the runbook base URL applied; the ServiceMonitors
 select the Services and ports the shipped scrape config keeps. Needs helm, as tests/unit/test_chart.py; the
 Prometheus Operator's CRDs are not needed (tests/integration/test_chart_monitoring.py validates the objects
 against them on an API server)."""

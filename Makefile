@@ -191,10 +191,10 @@ test: $(STAMP) builds lint
 endif
 
 # The full run's tiers side by side in TEST_WORKERS processes (pytest-xdist): the real node's tests in one, the other
-# tiers module by module (tests/conftest.py groups them and starts the longest first). TEST_WORKERS=0 runs it all in
+# tiers module by module (tests/tier_scheduling.py makes the scopes and starts the longest tiers first). TEST_WORKERS=0 runs it all in
 # one process, one test after the other.
 TEST_WORKERS ?= 3
-SIDE_BY_SIDE = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+SIDE_BY_SIDE = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
 # Everything `make test` builds, in two chains side by side, each one step after the other: the Go builds
 # (compiling: CPU) and the Debian ones (package downloads, image builds: network and disk). apt-get calls take one

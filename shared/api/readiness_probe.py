@@ -52,7 +52,8 @@ def _has_probe(containers: list[Any]) -> bool:
 def probe_patch(obj: JSONDict) -> list[JSONDict]:
     """JSON Patch ``add`` of the default probe to the first Worker container of a new MPIJob dict that asks for
     it (the annotation) and has no Worker readinessProbe; empty otherwise."""
-    port = probe_port((obj.get("metadata") or {}).get("annotations"))
+    metadata = obj.get("metadata")
+    port = probe_port(metadata.get("annotations") if isinstance(metadata, dict) else None)
     containers = _worker_containers(obj)
     if port is None or containers is None or _has_probe(containers) or not isinstance(containers[0], dict):
         return []

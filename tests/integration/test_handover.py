@@ -312,9 +312,8 @@ def test_ours_to_go_operator_mid_job(cluster: LocalCluster, namespace: str, alon
         ours.stop()
         assert not ours.alive()
         assert ours.log_count("lease released") == 1
+        # ours' children (the Go operator may already have added some: it takes the Lease within about 3 s)
         before = Children.of(jobs, "back")
-        assert PARTIAL <= len(before.workers) < WORKERS
-        assert before.launcher is None
         wait_for(lambda: go.logged("Leading started"), timeout=10, interval=0.1,
                  what="the Go operator to take the released Lease at its next retry (3 s, jittered)")
         go_lease = _lease(cluster)
@@ -336,6 +335,8 @@ def test_ours_to_go_operator_mid_job(cluster: LocalCluster, namespace: str, alon
     assert writes.pod_deletes == 0
     assert all(len(users) == 1 for users in writes.worker_creates.values()), "every worker created once"
     assert set(writes.worker_creates) == set(after.workers)
-    assert {n for n, users in writes.worker_creates.items() if users == [ours_user]} == set(before.workers)
+    ours_created = {n for n, users in writes.worker_creates.items() if users == [ours_user]}
+    assert ours_created <= set(before.workers), "ours created nothing after it stopped"
+    assert PARTIAL <= len(ours_created) < WORKERS, "ours handed over a job it had partly created"
     assert list(writes.launcher_creates) == ["back-launcher"]
     assert writes.launcher_creates["back-launcher"] != [ours_user], "the Go operator created the launcher, once"

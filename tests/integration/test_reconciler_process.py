@@ -29,7 +29,8 @@ def http_get(port: int, path: str) -> str:
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 # ours beside upstream's: timings and retries depend on the machine, their series and counts do not
 TIMED = ("mpi_operator_job_start_latency_seconds", "mpi_operator_job_duration_seconds",
-         "mpi_operator_workqueue_queue_duration_seconds", "mpi_operator_reconcile_errors",
+         "mpi_operator_workqueue_queue_duration_seconds", "mpi_operator_launcher_gated_seconds",
+         "mpi_operator_reconcile_errors",
          "mpi_operator_workqueue_retries", "mpi_operator_workqueue_depth")
 
 
@@ -70,7 +71,7 @@ def test_health_and_upstream_metrics(cluster: LocalCluster, namespace: str, alon
         gauges: Samples = {(f"mpi_operator_{name}", ()): 0.0
                   for name in ("jobs_pending", "jobs_running", "jobs_pending_oldest_age_seconds")}
         assert job_metrics(own.monitoring_port) == {**counters, **gauges, ("mpi_operator_is_leader", ()): 1.0}
-        names = {f"{family}_{part}" for family in TIMED[:3] for part in ("bucket", "sum", "count")}
+        names = {f"{family}_{part}" for family in TIMED[:4] for part in ("bucket", "sum", "count")}
         names |= {"mpi_operator_reconcile_errors_total", "mpi_operator_workqueue_retries_total",
                   "mpi_operator_workqueue_depth"}
         assert timed_names(all_metrics(own.monitoring_port)) == names, "no _created series"
@@ -89,6 +90,7 @@ def test_health_and_upstream_metrics(cluster: LocalCluster, namespace: str, alon
             ("mpi_operator_job_info", (("launcher", "pi-launcher"), ("namespace", namespace))): 1.0}
         samples = all_metrics(own.monitoring_port)
         assert timed_names(samples) == names
+        assert samples[("mpi_operator_launcher_gated_seconds_count", ())] == 0.0  # an AtStartup job is never gated
         counts = timed_counts(samples)
         start, duration = TIMED[:2]
         # Running may be missed when the launcher ends between two syncs: that stage's count is 0 or 1

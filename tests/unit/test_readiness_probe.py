@@ -73,6 +73,9 @@ def test_probe_port(value: str, port: int | None) -> None:
                  id="a probe of the user's wins"),
     pytest.param(job_dict(containers=[], annotations={PROBE_ANNOTATION: "22"}), [], id="no container"),
     pytest.param(job_dict(containers=["x"], annotations={PROBE_ANNOTATION: "22"}), [], id="a malformed container"),
+    pytest.param({**job_dict(), "metadata": ["not", "an", "object"]}, [], id="metadata not an object"),
+    pytest.param({**job_dict(), "metadata": {"annotations": [PROBE_ANNOTATION]}}, [], id="annotations not an object"),
+    pytest.param({**job_dict(), "metadata": None}, [], id="metadata null"),
 ])
 def test_probe_patch(given: dict[str, Any], expected: list[dict[str, Any]]) -> None:
     assert probe_patch(given) == expected

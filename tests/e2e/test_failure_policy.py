@@ -61,6 +61,12 @@ def _pods(cluster: LocalCluster, namespace: str, name: str, role: str) -> list[J
     return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
+def _launcher_pods(cluster: LocalCluster, namespace: str, name: str) -> list[JSON]:
+    selector = f"training.kubeflow.org/job-name={name},training.kubeflow.org/job-role=launcher"
+    pods: list[JSON] = cluster.rest.get(f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}")["items"]
+    return pods
+
+
 def _evict(cluster: LocalCluster, namespace: str, pod: str) -> None:
     cluster.rest.request("POST", f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction", {
         "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}})
@@ -102,7 +108,13 @@ def test_the_v2_failure_policy_example_runs_as_shipped(real_cluster: LocalCluste
     for spec in job["spec"]["mpiReplicaSpecs"].values():
         for container in spec["template"]["spec"]["containers"]:
             container["resources"]["limits"]["cpu"] = CPU_LIMIT
-    log, _ = run_to_success(real_cluster, namespace, job)
+    run_to_success(real_cluster, namespace, job)
+    # the launcher pod that succeeded (with restartPolicy Never a launcher that failed, an exit code no rule matches,
+    # is retried by its Job as under v2beta1)
+    succeeded = [p["metadata"]["name"] for p in _launcher_pods(real_cluster, namespace, "pi-restarts")
+                 if p["status"].get("phase") == "Succeeded"]
+    assert len(succeeded) == 1, succeeded
+    log = real_cluster.kubectl("logs", "-n", namespace, f"pod/{succeeded[0]}", "--tail=-1").stdout
     assert_pi(log, ["pi-restarts-worker-0", "pi-restarts-worker-1"])
     stored = real_cluster.rest.get(f"/apis/kubeflow.org/v2/namespaces/{namespace}/mpijobs/pi-restarts")
     assert stored["spec"]["runPolicy"]["failurePolicy"] == with_failure_policy_defaults(

@@ -94,7 +94,7 @@ class LeaderElector:
         self._allowed = False  # some request for the Lease was allowed: later refusals are not fatal
         self._refused_since: float | None = None  # the first of the refusals since the last allowed request
         self._refusal = ""
-        self._failing_since: float | None = None  # the first of the failed attempts since the last answered one
+        self._failing_since: float | None = None  # when the first failed attempt since the last answered one began
         self._failure = ""
 
     def _spec(self, acquire_time: str, transitions: int) -> JSONDict:
@@ -155,6 +155,7 @@ class LeaderElector:
     async def _attempt(self, budget: float) -> bool:
         """``try_acquire_or_renew`` bounded by ``budget`` seconds; every failure is logged and counts as False,
         but for a refusal (401/403) before any allowed request: LeaseRefusedError."""
+        began = self.clock()  # a failure counts from when its attempt began, as ``keep``'s deadline does
         try:
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that arrives
             # as the inner call completes, and the acquire loop would then never stop.
@@ -166,7 +167,7 @@ class LeaderElector:
             if isinstance(error, ApiError) and error.status in REFUSED:
                 self._refused(error)
             if self._failing_since is None:
-                self._failing_since = self.clock()
+                self._failing_since = began
             self._failure = _described(error)
             logger.warning("lease attempt failed", extra={"kv": {"lease": self.name, "error": self._failure}})
             return False

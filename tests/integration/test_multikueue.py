@@ -254,7 +254,7 @@ def remote_spec(manager_spec: JSON) -> JSON:
     spec = copy.deepcopy(manager_spec)
     del spec["runPolicy"]["managedBy"]
     for replica in spec["mpiReplicaSpecs"].values():
-        replica["template"]["metadata"]["labels"][WORKER_POD_LABEL] = "true"
+        replica["template"].setdefault("metadata", {}).setdefault("labels", {})[WORKER_POD_LABEL] = "true"
     return spec
 
 

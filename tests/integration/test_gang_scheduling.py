@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -29,7 +30,7 @@ from hack.devcluster.coscheduling import (
 )
 from hack.devcluster.mpijobs import mpijob
 from hack.devcluster.wait import wait_for
-from tests.integration.gangs import JSON, bound, gang_nodes, live_pods, pool_job, refused
+from tests.integration.gangs import JOB_LABEL, JSON, bound, gang_nodes, pool_job, refused
 from tests.integration.mpijobs import Jobs, until
 from tests.integration.operator_fixtures import ReconcilerControl
 
@@ -177,13 +178,18 @@ def test_a_job_larger_than_free_capacity_binds_no_pod_until_it_fits(
 
 
 def placements(jobs: Jobs, names: tuple[str, str]) -> tuple[int, int]:
-    """How many pods of each job hold a place: bound, not finished and not being deleted. A job that has Succeeded
-    holds none (what is left of it is being torn down: its workers' deletion takes a moment, more under load, and
-    meanwhile the other job's gang may bind, which is what a gang should do)."""
+    """How many pods of each job hold a place: bound, not finished and not being deleted, from one LIST of both jobs'
+    pods (one consistent snapshot: two reads, one per job, could see the first job before its workers went and the
+    second after its gang began to bind). A job that has Succeeded holds none (what is left of it is being torn down,
+    which takes a moment, more under load, while the other job's gang may bind, which is what a gang should do)."""
+    done = {name for name in names if (jobs.condition(name, "Succeeded") or {}).get("status") == "True"}
+    pods = jobs.pods(quote(f"{JOB_LABEL} in ({','.join(names)})", safe="=,()/"))
+    live = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and not p["metadata"].get("deletionTimestamp")]
+
     def placed(name: str) -> int:
-        if (jobs.condition(name, "Succeeded") or {}).get("status") == "True":
-            return 0
-        return len(bound([p for p in live_pods(jobs, name) if not p["metadata"].get("deletionTimestamp")]))
+        mine = [p for p in live if p["metadata"]["labels"].get(JOB_LABEL) == name]
+        return 0 if name in done else len(bound(mine))
 
     first, second = (placed(name) for name in names)
     return first, second

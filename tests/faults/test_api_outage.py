@@ -49,7 +49,7 @@ from hack.devcluster.mpijobs import mpijob
 from hack.devcluster.processes import http_get
 from hack.devcluster.rest import ApiError
 from hack.devcluster.supervisor import LIVENESS, LOCK_NAMESPACE, SupervisedReconciler, ensure_namespace, tail
-from hack.devcluster.wait import wait_for
+from hack.devcluster.wait import WaitTimeoutError, wait_for
 from tests.faults.conftest import record
 from tests.faults.workload import (
     CHILD_RESOURCES,
@@ -284,6 +284,13 @@ def all_running(cluster: LocalCluster, namespace: str, workers: dict[str, int]) 
                for name, count_ in workers.items())
 
 
+def pod_phases(cluster: LocalCluster, namespace: str) -> dict[str, str]:
+    """Each pod's phase and node, to say which component a stuck job waits for."""
+    pods = cluster.rest.get(core_path(namespace, "pods"))["items"]
+    return {p["metadata"]["name"]: f"{(p.get('status') or {}).get('phase')} on {p['spec'].get('nodeName')}"
+            for p in pods}
+
+
 def let_launchers_succeed(cluster: LocalCluster, namespace: str) -> None:
     pods = cluster.rest.get(core_path(namespace, "pods") + "?labelSelector=training.kubeflow.org/job-role=launcher")
     for pod in pods["items"]:
@@ -387,8 +394,14 @@ def test_started_while_the_api_server_is_down_it_waits_and_becomes_ready(fault_c
                      interval=0.2, what="/readyz 200")
             ready_at = time.time()
             cluster.rest.create(mpijobs_path(namespace), mpijob("after-start", 2, launcher_labels=HANG))
-            wait_for(lambda: all_running(cluster, namespace, {"after-start": 2}), timeout=60, interval=0.5,
-                     what="the job Running")
+            # kube-controller-manager, kube-scheduler and kwok reconnect on client-go's reflector backoff (up to 30 s
+            # each after a 40 s outage, one after the other for a launcher pod), so the job's first minute can pass
+            # before the Job controller even sees the launcher Job: the deadline leaves room for all three.
+            try:
+                wait_for(lambda: all_running(cluster, namespace, {"after-start": 2}), timeout=150, interval=0.5,
+                         what="the job Running")
+            except WaitTimeoutError as timeout:
+                raise WaitTimeoutError(f"{timeout}; pods then: {pod_phases(cluster, namespace)}") from timeout
             text = reconciler.log_text()
         attempts = [line for line in text.splitlines() if 'msg="waiting for the API server"' in line]
         numbers = [int(m[1]) for line in attempts if (m := re.search(r" attempt=(\d+)", line))]

@@ -39,6 +39,7 @@ help:
 	@echo "  make peer-bin      the upstream Go mpi-operator v0.8.2 (handover test, bench-peer)"
 	@echo "  make kueue         Kueue, for tests/integration/test_kueue.py"
 	@echo "  make jobset        the JobSet controller v0.12.0, for tests/e2e/test_jobset.py"
+	@echo "  make cert-manager  cert-manager v1.11.5 (controller, cainjector, webhook), for tests/e2e/test_cert_manager.py"
 	@echo "  make scheduler-plugins  the coscheduling scheduler, for the gang-scheduling tests"
 	@echo "  make helm          Helm, for the chart tests and helm install from a checkout"
 	@echo "  make promtool      promtool (Debian's prometheus package), for the alert-rule tests"
@@ -118,7 +119,7 @@ debian-images:
 images:
 	@REGISTRY="$(REGISTRY)" TAG="$(TAG)" INSECURE="$(INSECURE)" bash hack/build/push-operator-images.sh
 
-e2e: $(STAMP) node-images jobset
+e2e: $(STAMP) node-images jobset cert-manager
 	$(VENV)/bin/pytest tests/e2e
 
 e2e-up: $(STAMP) node-images
@@ -152,6 +153,14 @@ kueue:
 .PHONY: jobset
 jobset:
 	@if command -v go >/dev/null; then bash hack/build/build-jobset.sh >/dev/null; else echo "jobset: no Go, the JobSet tests will be skipped"; fi
+
+# cert-manager (github.com/cert-manager/cert-manager v1.11.5: its controller, cainjector and webhook, in one go build)
+# for tests/e2e/test_cert_manager.py (the operator's default certificates issued, injected and renewed by a real
+# cert-manager), built from the Go module proxy and cached beside the control-plane binaries; without Go that test
+# is skipped. hack/build/build-cert-manager.sh says why this version.
+.PHONY: cert-manager
+cert-manager:
+	@if command -v go >/dev/null; then bash hack/build/build-cert-manager.sh >/dev/null; else echo "cert-manager: no Go, the cert-manager test will be skipped"; fi
 
 # scheduler-plugins (sigs.k8s.io/scheduler-plugins: the Coscheduling scheduler, its PodGroup controller and
 # CRDs) for tests/integration/test_gang_scheduling.py, built from the Go module proxy and cached beside the
@@ -204,7 +213,7 @@ builds:
 	@$(MAKE) --no-print-directory -j2 build-chain-go build-chain-debian
 
 build-chain-go:
-	@began=$$(date +%s); for target in testbin peer-bin kueue scheduler-plugins helm jobset node-bin; do \
+	@began=$$(date +%s); for target in testbin peer-bin kueue scheduler-plugins helm jobset cert-manager node-bin; do \
 	  $(MAKE) --no-print-directory $$target || exit 1; done; \
 	echo "builds: the Go chain took $$(( $$(date +%s) - began )) s"
 

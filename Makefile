@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 CLUSTER_DIR := .cluster
 
 .DEFAULT_GOAL := help
-.PHONY: help venv testbin node-images e2e e2e-up e2e-down lint unit integration test faults demo cluster-up cluster-down crd bench-webhook bench-admission bench-reconciler bench-recovery bench-peer clean
+.PHONY: help venv testbin node-images e2e e2e-up e2e-down lint unit integration test faults demo cluster-up cluster-down crd bench-webhook bench-admission bench-reconciler bench-recovery bench-peer bench-gating clean
 
 help:
 	@echo "Start here:"
@@ -55,6 +55,7 @@ help:
 	@echo "  make bench-reconciler  pod-create ceiling, time to all workers created, API writes per job (B0/B3/B5)"
 	@echo "  make bench-recovery    recovery after a reconciler restart"
 	@echo "  make bench-peer        side by side with the upstream Go mpi-operator v0.8.2 (B3/B4/B5/B6; BENCH_PEER_ARGS=...)"
+	@echo "  make bench-gating      launcher gating's added time per job on the real node, p50/p99 (Linux, root; BENCH_GATING_ARGS=...)"
 	@echo "  make clean         remove .venv, .cluster and the tools' caches in the checkout"
 	@echo "  make help          this list"
 
@@ -264,6 +265,10 @@ bench-reconciler: $(STAMP) testbin
 
 bench-recovery: $(STAMP) testbin
 	$(PY) -m hack.bench.recovery
+
+# Launcher gating on the real node (WaitForWorkersReady pi jobs; waits for the node while another run holds it).
+bench-gating: $(STAMP) node-images
+	$(PY) -m hack.bench.gating $(BENCH_GATING_ARGS)
 
 # The peer benchmark: builds github.com/kubeflow/mpi-operator from the Go module proxy (cached beside the
 # control-plane binaries; benchmark only) and plots with matplotlib (the `bench` extra).

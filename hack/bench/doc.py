@@ -1,10 +1,10 @@
 """docs/benchmarks.md's summary, rendered from the latest results files kept in the repository.
 
-``make bench-peer`` writes hack/bench/results/peer.json, ``make bench-webhook`` webhook.json and
-``python -m hack.bench.scale`` scale.json (the figures of their latest run, with its date and commit); each then
-rewrites the summary between the page's markers from the files. ``python -m hack.bench.doc`` renders it again
-from the files as they are; ``--check`` only says whether the page matches them (exit 1 if not). A unit test
-checks the same, so the page cannot drift.
+``make bench-peer`` writes hack/bench/results/peer.json, ``make bench-webhook`` webhook.json,
+``python -m hack.bench.scale`` scale.json and ``make bench-gating`` gating.json (the figures of their latest run, with
+its date and commit); each then rewrites the summary between the page's markers from the files.
+``python -m hack.bench.doc`` renders it again from the files as they are; ``--check`` only says whether the page
+matches them (exit 1 if not). A unit test checks the same, so the page cannot drift.
 """
 
 from __future__ import annotations
@@ -294,7 +294,47 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def render(peer: dict[str, Any], webhook: dict[str, Any], scale: dict[str, Any] | None = None) -> str:
+GATING_ROWS = {"added": "gating added per job: last worker Ready to launcher pod created",
+               "release": "of which: last worker Ready to launcher Job released",
+               "to_launcher": "MPIJob created (or resumed) to launcher pod created"}
+
+
+def gating_lines(gating: dict[str, Any]) -> list[str]:
+    """Launcher gating on the real node (``gating.json``, hack/bench/gating.py): p50/p99/max in seconds of each
+    span, from the benchmark's watch events, with the API's 1 s timestamps beside the first."""
+    fig = gating["figures"]
+    lines = [
+        source_line("`gating.json`, launcher gating (WaitForWorkersReady) on the real node", gating),
+        f"  {gating['jobs']} Open MPI pi jobs of 2 workers, {gating['figures_resumed']} created suspended and resumed, "
+        f"{gating['parallel']} at a time, after {gating['warmup']} not counted. Seconds from the benchmark's own watch "
+        "events (Kubernetes timestamps have 1 s resolution); percentiles linear between the closest ranks.",
+        "",
+        "| launcher gating, seconds | every job: p50 / p99 / max | resumed: p50 / p99 | created running: p50 / p99 |",
+        "|---|---|---|---|",
+    ]
+
+    def cell(group: str, key: str, with_max: bool = False) -> str:
+        f = fig[group].get(key)
+        if not f:
+            return "-"
+        return f"{f['p50']:.3f} / {f['p99']:.3f}" + (f" / {f['max']:.3f}" if with_max else "")
+
+    for key, label in GATING_ROWS.items():
+        lines.append(f"| {label} | {cell('all', key, True)} | {cell('resumed', key)} | {cell('created', key)} |")
+    api = fig["all"]["added_api"]
+    metric = gating["metric"]
+    mean = "-" if metric["mean"] is None else f"{metric['mean']:.2f} s"
+    lines += [f"| gating added, from the API's 1 s timestamps | {api['p50']:.0f} / {api['p99']:.0f} / "
+              f"{api['max']:.0f} | | |",
+              f"| launcher restarts / extra launcher pods (target 0) | {fig['restarts']} / "
+              f"{fig['extra_launcher_pods']} | | |",
+              f"| the reconciler's mpi_operator_launcher_gated_seconds: waits, mean (the whole wait) | "
+              f"{metric['count']:.0f}, {mean} | | |", ""]
+    return lines
+
+
+def render(peer: dict[str, Any], webhook: dict[str, Any], scale: dict[str, Any] | None = None,
+           gating: dict[str, Any] | None = None) -> str:
     """The text between the markers."""
     lines = [
         "Latest results (hack/bench/results/):",
@@ -314,6 +354,8 @@ def render(peer: dict[str, Any], webhook: dict[str, Any], scale: dict[str, Any] 
             lines += [line, ""]
     if scale is not None:
         lines += scale_lines(scale)
+    if gating is not None:
+        lines += gating_lines(gating)
     return "\n".join(lines).rstrip("\n")
 
 
@@ -324,7 +366,8 @@ def load(name: str, results: Path = RESULTS) -> dict[str, Any]:
 
 def rendered(results: Path = RESULTS) -> str:
     scale = load("scale", results) if (results / "scale.json").exists() else None
-    return render(load("peer", results), load("webhook", results), scale)
+    gating = load("gating", results) if (results / "gating.json").exists() else None
+    return render(load("peer", results), load("webhook", results), scale, gating)
 
 
 def block(text: str) -> str:

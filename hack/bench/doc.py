@@ -295,7 +295,7 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
 
 
 GATING_ROWS = {"added": "gating added per job: last worker Ready to launcher pod created",
-               "release": "of which: last worker Ready to launcher Job released",
+               "release": "of which: last worker Ready to launcher Job released (or created running)",
                "to_launcher": "MPIJob created (or resumed) to launcher pod created"}
 
 
@@ -324,8 +324,8 @@ def gating_lines(gating: dict[str, Any]) -> list[str]:
     api = fig["all"]["added_api"]
     metric = gating["metric"]
     mean = "-" if metric["mean"] is None else f"{metric['mean']:.2f} s"
-    lines += [f"| gating added, from the API's 1 s timestamps | {api['p50']:.0f} / {api['p99']:.0f} / "
-              f"{api['max']:.0f} | | |",
+    lines += [f"| gating added, from the API's 1 s timestamps | {api['p50']:.1f} / {api['p99']:.1f} / "
+              f"{api['max']:.1f} | | |",
               f"| launcher restarts / extra launcher pods (target 0) | {fig['restarts']} / "
               f"{fig['extra_launcher_pods']} | | |",
               f"| the reconciler's mpi_operator_launcher_gated_seconds: waits, mean (the whole wait) | "

@@ -75,7 +75,7 @@ class JobTimes:
     resumed: bool  # created suspended, then resumed by the benchmark
     start_seen: float  # the POST (or the resume PATCH) answered
     ready_seen: list[float]  # each worker's first watch event with Ready=True
-    released_seen: float | None  # the launcher Job's first watch event without spec.suspend
+    released_seen: float | None  # the launcher Job's first watch event without spec.suspend (released or created so)
     launcher_seen: float  # the first launcher pod's first watch event
     start_at: str  # the MPIJob's creationTimestamp, or its Suspended=False condition's lastTransitionTime
     ready_at: list[str]  # each worker's Ready lastTransitionTime, when first seen Ready
@@ -339,7 +339,7 @@ def describe(job: JobTimes) -> str:
 
 SPAN_LABELS = {"added": "gating added: last worker Ready to launcher pod created, watch events (s)",
                "added_api": "the same from the API's timestamps (1 s resolution) (s)",
-               "release": "of which: last worker Ready to launcher Job released, watch events (s)",
+               "release": "of which: last worker Ready to launcher Job released (or created running), watch events (s)",
                "to_launcher": "MPIJob created (or resumed) to launcher pod created, watch events (s)",
                "to_launcher_api": "the same from the API's timestamps (1 s resolution) (s)"}
 
@@ -373,7 +373,7 @@ def kueue_rows(results: JSON) -> list[str]:
     return [
         f"{KUEUE_ROW}: time added per job, last worker Ready to launcher pod created ({where}) | p50 "
         f"{added['p50']:.2f} s, p99 {added['p99']:.2f} s, max {added['max']:.2f} s (watch events; from the API's "
-        f"1 s timestamps p50 {api['p50']:.0f} s, p99 {api['p99']:.0f} s) |",
+        f"1 s timestamps p50 {api['p50']:.1f} s, p99 {api['p99']:.1f} s) |",
         f"{KUEUE_ROW}: MPIJob created or resumed to launcher pod created, launcher restarts (same run) | p50 "
         f"{to['p50']:.2f} s, p99 {to['p99']:.2f} s; {results['figures']['restarts']} restarts |"]
 
@@ -385,6 +385,13 @@ def rewrite_kueue(results: JSON, doc: Path = KUEUE_DOC) -> None:
     end = next(i for i in range(start, len(lines)) if lines[i].startswith("|") and not lines[i + 1].startswith("|"))
     lines[end + 1:end + 1] = kueue_rows(results)
     doc.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.machine()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -414,7 +421,7 @@ def main() -> None:
         "benchmark": "gating", "provenance": "measured", "date": began, "commit": benchdoc.current_commit(),
         "command": " ".join(["python -m hack.bench.gating", *sys.argv[1:]]), "rounds": 1, "jobs": args.jobs,
         "parallel": args.parallel, "warmup": args.warmup, "figures_resumed": sum(j.resumed for j in jobs),
-        "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}, load average "
+        "machine": f"{os.cpu_count()} cores ({cpu_model()}), Python {platform.python_version()}, load average "
                    f"{load_before[0]:.1f} before and {os.getloadavg()[0]:.1f} after",
         "notes": args.note, "figures": figures(jobs), "metric": metric, "runs": [asdict(j) for j in jobs]}
     for line in report(results):

@@ -34,21 +34,26 @@ import pytest
 from cryptography import x509
 
 from hack.devcluster import HarnessError, api_v2
+from hack.devcluster.binaries import REPO_ROOT
 from hack.devcluster.cert_manager import CertManager, CertManagerUnavailableError, find_cert_manager
 from hack.devcluster.helm import CHART, RELEASE, RELEASE_NAMESPACE, find_helm, helm, value_flags
 from hack.devcluster.mpijobs import JSON, idle_mpijob
 from hack.devcluster.operator_deploy import (
+    ADMISSION_CONFIGURATION,
     CRD_NAME,
     HELM_IMAGES,
     NAMESPACE,
     TLS_SECRET,
     WEBHOOK,
     adopt_crd,
+    apply_crd,
     deploy,
     helm_uninstall,
     operator_objects,
     remove,
+    remove_recreated_role,
     wait_ready,
+    wait_removed,
 )
 from hack.devcluster.realnode import RealNodeCluster
 from hack.devcluster.rest import ApiError, condition
@@ -57,6 +62,7 @@ from shared.api import defaulted_dict
 from tests.e2e.jobs import assert_pi, run_to_success, upstream_pi
 
 CRD = ("CustomResourceDefinition", "", CRD_NAME)
+DEPLOY = REPO_ROOT / "deploy"
 CA_SECRET = "mpijob-webhook-ca"
 CERTIFICATES = f"/apis/cert-manager.io/v1/namespaces/{NAMESPACE}/certificates"
 SECRETS = f"/api/v1/namespaces/{NAMESPACE}/secrets"
@@ -116,15 +122,37 @@ def release(real_cluster: RealNodeCluster, tmp_path_factory: pytest.TempPathFact
         try:
             if RELEASE in helm(binary, "list", f"--namespace={RELEASE_NAMESPACE}", "--short",
                                kubeconfig=real_cluster.kubeconfig).split():
-                if api_v2.conversion_strategy(real_cluster) == "Webhook":
-                    real_cluster.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p",
-                                         json.dumps(api_v2.CONVERSION_OFF), check=True)
-                    helm(binary, "upgrade", RELEASE, str(CHART), f"--namespace={RELEASE_NAMESPACE}", "--reuse-values",
-                         "--force-conflicts", "--set", "apiVersions.v2=false", kubeconfig=real_cluster.kubeconfig)
-                helm_uninstall(real_cluster, binary)
+                _uninstall_release(real_cluster, binary)
+            elif operator_objects(real_cluster) != {CRD}:  # the kustomize install of the last test, left by a failure
+                _kustomize_delete(real_cluster)
             deploy(real_cluster, work_dir / "kustomize-again")
         finally:
             cert_manager.stop()
+
+
+def _uninstall_release(cluster: RealNodeCluster, binary: Path) -> None:
+    """docs/operator-guide.md: kubeflow.org/v2 turned off when on (the conversion reset, then `helm upgrade
+    --reuse-values --force-conflicts --set apiVersions.v2=false`), then `helm uninstall`: all but the CRD gone."""
+    if api_v2.conversion_strategy(cluster) == "Webhook":
+        cluster.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p", json.dumps(api_v2.CONVERSION_OFF), check=True)
+        helm(binary, "upgrade", RELEASE, str(CHART), f"--namespace={RELEASE_NAMESPACE}", "--reuse-values",
+             "--force-conflicts", "--set", "apiVersions.v2=false", kubeconfig=cluster.kubeconfig)
+        wait_for(lambda: api_v2.served_versions(cluster) == ["v2beta1"], 60, 0.2, what="kubeflow.org/v2 off")
+    helm_uninstall(cluster, binary)
+
+
+def _kubectl(cluster: RealNodeCluster, *args: str, timeout: float = 200) -> None:
+    result = cluster.kubectl(*args, timeout=timeout)
+    if result.returncode != 0:
+        raise HarnessError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+
+
+def _kustomize_delete(cluster: RealNodeCluster) -> None:
+    """docs/operator-guide.md#uninstall with kustomize: the webhook configurations, then the rest (the CRD stays)."""
+    _kubectl(cluster, "delete", "-k", str(DEPLOY), "-l", ADMISSION_CONFIGURATION, "--timeout=180s")
+    _kubectl(cluster, "delete", "-k", str(DEPLOY), "--ignore-not-found", "--timeout=180s")
+    wait_removed(cluster)
+    remove_recreated_role(cluster)
 
 
 def _b64(data: str) -> bytes:
@@ -312,3 +340,36 @@ def test_forced_renewal_under_admission_load_fails_no_request(real_cluster: Real
     assert _ca_bundles(real_cluster) == {"mutating": [ca], "validating": [ca]}
     assert _conversion_bundle(real_cluster) == ca
     assert sorted(p["metadata"]["name"] for p in _webhook_pods(real_cluster)) == pods, "no pod restarted"
+
+
+def test_kustomize_default_install_issues_and_injects(real_cluster: RealNodeCluster, release: Release,
+                                                     namespace: str) -> None:
+    """deploy/ as docs/operator-guide.md installs it with kustomize (its default: deploy/certs, cert-manager), in
+    place of the release, then removed as the guide removes it."""
+    _uninstall_release(real_cluster, release.helm)
+    assert operator_objects(real_cluster) == {CRD}
+    began = time.monotonic()
+    try:
+        apply_crd(real_cluster)
+        _kubectl(real_cluster, "apply", "--server-side", "-k", str(DEPLOY), "-l",
+                 "app.kubernetes.io/component!=admission-configuration")
+        _kubectl(real_cluster, "-n", NAMESPACE, "rollout", "status", f"deployment/{WEBHOOK}", "deployment/mpi-operator",
+                 "--timeout=180s")
+        rolled_out = time.monotonic() - began
+        _kubectl(real_cluster, "apply", "--server-side", "-k", str(DEPLOY))
+        timings = {"rolled-out": rolled_out, **wait_ready(real_cluster, 120, began)}
+        print(f"\nkubectl apply -k deploy/ (cert-manager): seconds to each step: {timings}")
+
+        assert _ready(real_cluster, "mpijob-webhook-ca")
+        assert _ready(real_cluster, "mpijob-webhook")
+        ca, tls = _secret(real_cluster, CA_SECRET)["tls.crt"], _secret(real_cluster, TLS_SECRET)
+        assert tls["ca.crt"] == ca
+        assert _ca_bundles(real_cluster) == {"mutating": [ca], "validating": [ca]}
+        assert set(_served_serials(real_cluster, ca).values()) == {_serial(tls["tls.crt"])}
+        job = upstream_pi("openmpi", "pi")
+        dry = real_cluster.rest.create(f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs?dryRun=All",
+                                       copy.deepcopy(job))
+        assert dry["spec"] == defaulted_dict(job)["spec"]
+    finally:
+        _kustomize_delete(real_cluster)
+    assert operator_objects(real_cluster) == {CRD}

@@ -142,10 +142,6 @@ EXIT_CODES_IN: Final = "In"
 EXIT_CODES_NOT_IN: Final = "NotIn"
 EXIT_CODES_OPERATORS: Final = (EXIT_CODES_IN, EXIT_CODES_NOT_IN)
 CONDITION_STATUSES: Final = (CONDITION_TRUE, CONDITION_FALSE, CONDITION_UNKNOWN)
-MAX_FAILURE_POLICY_RULES: Final = 20
-MAX_POD_CONDITION_PATTERNS: Final = 20
-MAX_EXIT_CODE_VALUES: Final = 255
-MAX_RULE_NAME_LENGTH: Final = 63
 # The failurePolicy at run time: the attempt label of a job's pods and launcher Job, and the reasons.
 RESTART_ATTEMPT_LABEL: Final = "mpijobs.kubeflow.org/restart-attempt"
 POD_DISRUPTION_TARGET: Final = "DisruptionTarget"

@@ -1,53 +1,125 @@
-"""Pydantic models of kubeflow.org/v2 MPIJob: v2beta1 plus ``spec.runPolicy.failurePolicy``, and the one description
-of that field's schema as JSON types and defaults.
+"""Pydantic models of kubeflow.org/v2 MPIJob: v2beta1 plus ``spec.runPolicy.failurePolicy``, the one description of
+that field's schema.
 
-Everything else is v2beta1's model (docs/proposals/v2.md, "What stays identical"); the v2 models subclass it,
-so every function that takes an ``MPIJob`` takes an ``MPIJobV2`` as well. ``FAILURE_POLICY_JSON_TYPES`` is read
-from the models and ``FAILURE_POLICY_DEFAULTS`` from the fields that declare a schema default: the lift of the
-annotation checks types against the first, and policies are defaulted with the second. The CRD generator
-(hack/gen/crdgen/v2_schema.py) is checked against both by tests/unit/test_failure_policy.py, and against the models
-by hack/gen/api_reference.py.
+Everything else is v2beta1's model (docs/proposals/v2.md, "What stays identical"), which the v2 models subclass. The
+failurePolicy models' ``Api`` metadata and CEL ``Rule``s are what hack/gen/crdgen/v2_schema.py writes into the CRD and
+failure_policy_validation.py checks (the models themselves check only JSON types); the annotation's lift checks JSON
+types, and defaulting sets defaults, by that schema (``FAILURE_POLICY_SCHEMA``).
 """
 
 from __future__ import annotations
 
 import types
 import typing
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from shared.api import constants as c
 from shared.api.types import MPIJob, MPIJobSpec, RunPolicy, _Model
 from shared.jsondict import JSONDict
 
-# The key of a field's schema default in its json_schema_extra. The model's own default stays None: a field
-# the client left out is absent, not the value the API server would have given it.
-SCHEMA_DEFAULT = "schemaDefault"
+
+@dataclass(frozen=True)
+class Rule:
+    """A CEL rule (x-kubernetes-validations): the API server denies with ``message`` when ``rule`` is false."""
+
+    rule: str
+    message: str
 
 
-class PodConditionPattern(_Model):
-    type: str | None = None
-    status: str | None = Field(default=None, json_schema_extra={SCHEMA_DEFAULT: c.CONDITION_TRUE})
+@dataclass(frozen=True)
+class Api:
+    """What the v2 CRD schema says of a field besides its JSON type; ``items``: of an array's items."""
+
+    description: str | None = None
+    required: bool = False
+    format: str | None = None
+    default: str | None = None
+    enum: tuple[str, ...] = ()
+    minimum: int | None = None
+    max_length: int | None = None
+    pattern: str | None = None
+    min_items: int | None = None
+    max_items: int | None = None
+    list_type: str | None = None
+    map_keys: tuple[str, ...] = ()
+    rules: tuple[Rule, ...] = ()
+    items: Api | None = None
 
 
-class ExitCodesRequirement(_Model):
-    container_name: str | None = None
-    operator: str | None = None
-    values: list[int] | None = None
+def api(model: type[BaseModel], name: str) -> Api:
+    """What the schema says of ``model``'s field ``name`` (its Python name)."""
+    return next((meta for meta in model.model_fields[name].metadata if isinstance(meta, Api)), Api())
 
 
-class FailurePolicyRule(_Model):
-    name: str | None = None
-    action: str | None = None
-    on_replica_types: list[str] | None = None
-    on_pod_conditions: list[PodConditionPattern] | None = None
+class _V2Model(_Model):
+    CEL: ClassVar[tuple[Rule, ...]] = ()  # the object's own CEL rules
+
+
+MAX_RESTARTS_REQUIRED = Rule(f"has(self.maxRestarts) || !self.rules.exists(r, r.action == '{c.ACTION_RESTART_JOB}')",
+                             "maxRestarts is required with a RestartJob rule")
+ONE_MATCHER = Rule("has(self.onPodConditions) != has(self.onExitCodes)",
+                   "exactly one of onPodConditions and onExitCodes is required")
+SORTED_EXIT_CODES = Rule("self.isSorted()", "values must be sorted ascending")
+NO_ZERO_WITH_IN = Rule(f"self.operator != '{c.EXIT_CODES_IN}' || !(0 in self.values)",
+                       "0 is not allowed with the In operator")
+
+
+class PodConditionPattern(_V2Model):
+    """PodConditionPattern matches a pod condition by type and status."""
+
+    type: Annotated[str | None, Api("The pod condition type, e.g. DisruptionTarget.", required=True,
+                                    max_length=316)] = None
+    status: Annotated[str | None, Api("The condition's status. Defaults to True.", default=c.CONDITION_TRUE,
+                                      enum=c.CONDITION_STATUSES)] = None
+
+
+class ExitCodesRequirement(_V2Model):
+    """ExitCodesRequirement matches a pod by the exit codes of its terminated containers (batch/v1's
+    PodFailurePolicyOnExitCodesRequirement); exit code 0 is ignored."""
+
+    CEL = (NO_ZERO_WITH_IN,)
+    container_name: Annotated[str | None, Api("Only this container's exit code; every container's when unset.",
+                                              max_length=63)] = None
+    operator: Annotated[str | None, Api("In: one exit code is in values; NotIn: one is not.", required=True,
+                                        enum=c.EXIT_CODES_OPERATORS)] = None
+    values: Annotated[list[int] | None, Api("Exit codes, sorted ascending.", required=True, min_items=1,
+                                            max_items=255, list_type="set", rules=(SORTED_EXIT_CODES,),
+                                            items=Api(format="int32"))] = None
+
+
+class FailurePolicyRule(_V2Model):
+    """FailurePolicyRule matches failed pods by replica type and by pod condition or container exit codes."""
+
+    CEL = (ONE_MATCHER,)
+    name: Annotated[str | None, Api("The rule's name, unique in the policy; shown in the condition and event.",
+                                    required=True, max_length=63,
+                                    pattern="^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")] = None
+    action: Annotated[str | None, Api("RestartJob deletes the launcher Job and every worker and recreates them (the "
+                                      "SSH Secret is kept); FailJob fails the job.", required=True,
+                                      enum=c.FAILURE_POLICY_ACTIONS)] = None
+    on_replica_types: Annotated[list[str] | None, Api("The replica types whose pods the rule matches; both when "
+                                                      "unset.", min_items=1, max_items=2, list_type="set",
+                                                      items=Api(enum=c.REPLICA_TYPES))] = None
+    on_pod_conditions: Annotated[list[PodConditionPattern] | None, Api(
+        "Matches a pod that has one of these conditions, e.g. DisruptionTarget (eviction, preemption, a lost node).",
+        min_items=1, max_items=20)] = None
     on_exit_codes: ExitCodesRequirement | None = None
 
 
-class FailurePolicy(_Model):
-    max_restarts: int | None = None
-    rules: list[FailurePolicyRule] | None = None
+class FailurePolicy(_V2Model):
+    """FailurePolicy restarts or fails the job when a launcher or worker pod fails in a way a rule matches.
+    Immutable. Without it a failed pod is handled as in kubeflow.org/v2beta1."""
+
+    CEL = (MAX_RESTARTS_REQUIRED,)
+    max_restarts: Annotated[int | None, Api("How many times RestartJob rules may restart the job; once reached, a "
+                                            "RestartJob rule fails it. Required with a RestartJob rule.",
+                                            format="int32", minimum=0)] = None
+    rules: Annotated[list[FailurePolicyRule] | None, Api("Rules tried in order; the first one a failed pod matches "
+                                                         "decides.", required=True, min_items=1, max_items=20,
+                                                         list_type="map", map_keys=("name",))] = None
 
 
 class RunPolicyV2(RunPolicy):
@@ -68,45 +140,36 @@ class MPIJobV2(MPIJob):
         return run_policy.failure_policy if run_policy else None
 
 
-# JSON types: a dict is an object with these optional properties, a one-element list an array of that item type.
-JSON_INTEGER, JSON_STRING = "integer", "string"
-_JSON_SCALARS: dict[Any, str] = {int: JSON_INTEGER, str: JSON_STRING}
+# The OpenAPI keyword of each Api field.
+_KEYWORDS = {"description": "description", "format": "format", "default": "default", "enum": "enum",
+             "minimum": "minimum", "max_length": "maxLength", "pattern": "pattern", "min_items": "minItems",
+             "max_items": "maxItems", "list_type": "x-kubernetes-list-type", "map_keys": "x-kubernetes-list-map-keys"}
+_JSON_SCALARS: dict[Any, str] = {int: "integer", str: "string"}
 
 
-def json_types(model: type[BaseModel]) -> JSONDict:
-    """The JSON types of ``model``'s fields by wire name."""
-    return {info.alias or name: _json_type(info.annotation) for name, info in model.model_fields.items()}
+def _object_schema(model: type[BaseModel]) -> JSONDict:
+    """The OpenAPI schema of a v2 model: its docstring, its fields by wire name with their type and ``Api``, and its
+    CEL rules."""
+    fields = {info.alias or name: (info.annotation, api(model, name)) for name, info in model.model_fields.items()}
+    node = {"type": "object", "description": " ".join((model.__doc__ or "").split()),
+            "properties": {wire: _field_schema(annotation, meta) for wire, (annotation, meta) in fields.items()}}
+    required = [wire for wire, (_, meta) in fields.items() if meta.required]
+    return node | ({"required": required} if required else {}) | _cel(getattr(model, "CEL", ()))
 
 
-def schema_defaults(model: type[BaseModel]) -> JSONDict:
-    """The schema defaults inside ``model``, in the shape of ``json_types``: a string is the default of an absent
-    property; objects and arrays without a default inside are left out."""
-    found: JSONDict = {}
-    for name, info in model.model_fields.items():
-        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        default = extra.get(SCHEMA_DEFAULT) or _defaults_inside(info.annotation)
-        if default:
-            found[info.alias or name] = default
-    return found
-
-
-def _json_type(annotation: Any) -> Any:
+def _field_schema(annotation: Any, meta: Api) -> JSONDict:
+    keywords = {key: list(value) if isinstance(value, tuple) else value for attr, key in _KEYWORDS.items()
+                if (value := getattr(meta, attr)) not in (None, ())} | _cel(meta.rules)
     inner = _without_none(annotation)
     if typing.get_origin(inner) is list:
-        return [_json_type(typing.get_args(inner)[0])]
+        return {"type": "array", "items": _field_schema(typing.get_args(inner)[0], meta.items or Api()), **keywords}
     if isinstance(inner, type) and issubclass(inner, BaseModel):
-        return json_types(inner)
-    return _JSON_SCALARS[inner]
+        return _object_schema(inner) | keywords
+    return {"type": _JSON_SCALARS[inner], **keywords}
 
 
-def _defaults_inside(annotation: Any) -> Any:
-    inner = _without_none(annotation)
-    if typing.get_origin(inner) is list:
-        item = _defaults_inside(typing.get_args(inner)[0])
-        return [item] if item else None
-    if isinstance(inner, type) and issubclass(inner, BaseModel):
-        return schema_defaults(inner)
-    return None
+def _cel(rules: tuple[Rule, ...]) -> JSONDict:
+    return {"x-kubernetes-validations": [{"message": r.message, "rule": r.rule} for r in rules]} if rules else {}
 
 
 def _without_none(annotation: Any) -> Any:
@@ -116,39 +179,40 @@ def _without_none(annotation: Any) -> Any:
     return args[0] if is_optional else annotation
 
 
-FAILURE_POLICY_JSON_TYPES = json_types(FailurePolicy)
-FAILURE_POLICY_DEFAULTS = schema_defaults(FailurePolicy)
+# failurePolicy's schema as the v2 CRD holds it (hack/gen/crdgen/v2_schema.py sorts its keys).
+FAILURE_POLICY_SCHEMA = _object_schema(FailurePolicy)
 
 
 def with_failure_policy_defaults(policy: JSONDict) -> JSONDict:
     """A copy of ``policy`` with the v2 schema's defaults where a field is absent (or null), as the API server sets
     them on a v2 request: what the policy means. Policies are compared, and made canonical, in this form."""
-    defaulted: JSONDict = _defaulted(policy, FAILURE_POLICY_DEFAULTS)
+    defaulted: JSONDict = _defaulted(policy, FAILURE_POLICY_SCHEMA)
     return defaulted
 
 
-def _defaulted(value: Any, defaults: Any) -> Any:
-    if isinstance(defaults, list):
-        return [_defaulted(item, defaults[0]) for item in value] if isinstance(value, list) else value
-    if not isinstance(value, dict):
+def _defaulted(value: Any, node: JSONDict) -> Any:
+    if node["type"] == "array":
+        return [_defaulted(item, node["items"]) for item in value] if isinstance(value, list) else value
+    if node["type"] != "object" or not isinstance(value, dict):
         return value
     result = dict(value)
-    for key, default in defaults.items():
-        if isinstance(default, str):
-            result[key] = default if result.get(key) is None else result[key]
+    for key, sub in node["properties"].items():
+        if result.get(key) is None and "default" in sub:
+            result[key] = sub["default"]
         elif key in result:
-            result[key] = _defaulted(result[key], default)
+            result[key] = _defaulted(result[key], sub)
     return result
 
 
-def has_json_types(value: Any, json_type: Any = FAILURE_POLICY_JSON_TYPES) -> bool:
-    """Whether ``value`` holds only the properties ``json_type`` knows, each of its JSON type (a bool is no
+def has_json_types(value: Any, node: JSONDict = FAILURE_POLICY_SCHEMA) -> bool:
+    """Whether ``value`` holds only the properties the schema ``node`` knows, each of its JSON type (a bool is no
     integer)."""
-    if json_type == JSON_INTEGER:
+    if node["type"] == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
-    if json_type == JSON_STRING:
+    if node["type"] == "string":
         return isinstance(value, str)
-    if isinstance(json_type, list):
-        return isinstance(value, list) and all(has_json_types(item, json_type[0]) for item in value)
+    if node["type"] == "array":
+        return isinstance(value, list) and all(has_json_types(item, node["items"]) for item in value)
+    properties = node["properties"]
     return (isinstance(value, dict)
-            and all(key in json_type and has_json_types(item, json_type[key]) for key, item in value.items()))
+            and all(key in properties and has_json_types(item, properties[key]) for key, item in value.items()))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hack.gen.crdgen.mpijob_schema import obj
-from hack.gen.crdgen.structural import field, sorted_schema
+from hack.gen.crdgen.structural import sorted_schema
+from shared.api.v2types import FAILURE_POLICY_SCHEMA
 
 Schema = dict[str, Any]
 RULES = "x-kubernetes-validations"
@@ -60,79 +60,15 @@ def _run_policy(node: Schema) -> None:
     _with(props["managedBy"], enum=["kubeflow.org/mpi-operator", "kueue.x-k8s.io/multikueue"])
     for name in ("ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit"):
         _with(props[name], minimum=0)
-    props["failurePolicy"] = failure_policy_schema()
+    props["failurePolicy"] = _sorted(FAILURE_POLICY_SCHEMA)  # docs/proposals/v2.md, "Schema"
     node["properties"] = dict(sorted(props.items()))
     immutable = _rule("has(self.managedBy) == has(oldSelf.managedBy) && "
                       "(!has(self.managedBy) || self.managedBy == oldSelf.managedBy)", "managedBy is immutable")
     _with(node, **{RULES: [{**immutable, "fieldPath": ".managedBy"}]})
 
 
-def failure_policy_schema() -> Schema:
-    """FailurePolicy (docs/proposals/v2.md, "Schema")."""
-    return obj(
-        "FailurePolicy restarts or fails the job when a launcher or worker pod fails in a way a rule matches. "
-        "Immutable. Without it a failed pod is handled as in kubeflow.org/v2beta1.",
-        {
-            "maxRestarts": field("integer", "How many times RestartJob rules may restart the job; once reached, "
-                                 "a RestartJob rule fails it. Required with a RestartJob rule.", format="int32",
-                                 minimum=0),
-            "rules": field("array", "Rules tried in order; the first one a failed pod matches decides.",
-                           items=_rule_schema(), minItems=1, maxItems=20,
-                           **{"x-kubernetes-list-map-keys": ["name"], "x-kubernetes-list-type": "map"}),
-        },
-        required=["rules"],
-        **{RULES: [_rule("has(self.maxRestarts) || !self.rules.exists(r, r.action == 'RestartJob')",
-                         "maxRestarts is required with a RestartJob rule")]},
-    )
-
-
-def _rule_schema() -> Schema:
-    return obj(
-        "FailurePolicyRule matches failed pods by replica type and by pod condition or container exit codes.",
-        {
-            "name": field("string", "The rule's name, unique in the policy; shown in the condition and event.",
-                          maxLength=63, pattern="^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"),
-            "action": field("string", "RestartJob deletes the launcher Job and every worker and recreates them "
-                            "(the SSH Secret is kept); FailJob fails the job.", enum=["RestartJob", "FailJob"]),
-            "onReplicaTypes": field("array", "The replica types whose pods the rule matches; both when unset.",
-                                    items=field("string", None, enum=["Launcher", "Worker"]), minItems=1,
-                                    maxItems=2, **{"x-kubernetes-list-type": "set"}),
-            "onPodConditions": field("array", "Matches a pod that has one of these conditions, e.g. "
-                                     "DisruptionTarget (eviction, preemption, a lost node).",
-                                     items=_pod_condition_schema(), minItems=1, maxItems=20),
-            "onExitCodes": _exit_codes_schema(),
-        },
-        required=["name", "action"],
-        **{RULES: [_rule("has(self.onPodConditions) != has(self.onExitCodes)",
-                         "exactly one of onPodConditions and onExitCodes is required")]},
-    )
-
-
-def _pod_condition_schema() -> Schema:
-    return obj(
-        "PodConditionPattern matches a pod condition by type and status.",
-        {
-            "type": field("string", "The pod condition type, e.g. DisruptionTarget.", maxLength=316),
-            "status": field("string", "The condition's status. Defaults to True.", default="True",
-                            enum=["True", "False", "Unknown"]),
-        },
-        required=["type"],
-    )
-
-
-def _exit_codes_schema() -> Schema:
-    return obj(
-        "ExitCodesRequirement matches a pod by the exit codes of its terminated containers (batch/v1's "
-        "PodFailurePolicyOnExitCodesRequirement); exit code 0 is ignored.",
-        {
-            "containerName": field("string", "Only this container's exit code; every container's when unset.",
-                                   maxLength=63),
-            "operator": field("string", "In: one exit code is in values; NotIn: one is not.", enum=["In", "NotIn"]),
-            "values": field("array", "Exit codes, sorted ascending.", items=field("integer", None, format="int32"),
-                            minItems=1, maxItems=255, **{"x-kubernetes-list-type": "set",
-                                                         RULES: [_rule("self.isSorted()",
-                                                                       "values must be sorted ascending")]}),
-        },
-        required=["operator", "values"],
-        **{RULES: [_rule("self.operator != 'In' || !(0 in self.values)", "0 is not allowed with the In operator")]},
-    )
+def _sorted(node: Any) -> Any:
+    """A copy of ``node`` with every object's keys in alphabetical order, as controller-gen writes them."""
+    if isinstance(node, dict):
+        return {key: _sorted(value) for key, value in sorted(node.items())}
+    return [_sorted(item) for item in node] if isinstance(node, list) else node

@@ -296,6 +296,7 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
 
 GATING_ROWS = {"added": "gating added per job: last worker Ready to launcher pod created",
                "release": "of which: last worker Ready to launcher Job released (or created running)",
+               "published": "last worker Ready to every worker in the Service's EndpointSlices (its DNS name)",
                "to_launcher": "MPIJob created (or resumed) to launcher pod created"}
 
 

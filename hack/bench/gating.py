@@ -76,6 +76,7 @@ class JobTimes:
     start_seen: float  # the POST (or the resume PATCH) answered
     ready_seen: list[float]  # each worker's first watch event with Ready=True
     released_seen: float | None  # the launcher Job's first watch event without spec.suspend (released or created so)
+    published_seen: float | None  # the last worker's first appearance, ready, in an EndpointSlice (its DNS name)
     launcher_seen: float  # the first launcher pod's first watch event
     start_at: str  # the MPIJob's creationTimestamp, or its Suspended=False condition's lastTransitionTime
     ready_at: list[str]  # each worker's Ready lastTransitionTime, when first seen Ready
@@ -91,13 +92,16 @@ def parse(stamp: str) -> float:
 
 def spans(job: JobTimes) -> dict[str, float]:
     """One job's spans in seconds: ``added`` (a) and ``to_launcher`` (b) from the watch (``*_api``: from the API's
-    timestamps), ``release`` (last worker Ready to launcher Job released, seen by the watch)."""
+    timestamps); from the last worker Ready to the launcher Job released (``release``) and to every worker in the
+    Service's EndpointSlices (``published``), seen by the watches."""
     last_ready, last_ready_at = max(job.ready_seen), max(parse(s) for s in job.ready_at)
     found = {"added": job.launcher_seen - last_ready, "added_api": parse(job.launcher_at) - last_ready_at,
              "to_launcher": job.launcher_seen - job.start_seen,
              "to_launcher_api": parse(job.launcher_at) - parse(job.start_at)}
     if job.released_seen is not None:
         found["release"] = job.released_seen - last_ready
+    if job.published_seen is not None:
+        found["published"] = job.published_seen - last_ready
     return found
 
 
@@ -185,6 +189,7 @@ class Seen:
     ready: dict[str, tuple[float, str]] = field(default_factory=dict)  # worker -> (seen, lastTransitionTime)
     restarts: dict[str, int] = field(default_factory=dict)
     released: dict[str, float] = field(default_factory=dict)  # launcher Job -> seen without suspend
+    published: dict[str, float] = field(default_factory=dict)  # pod -> seen ready with a hostname in an EndpointSlice
     mpijobs: dict[str, JSON] = field(default_factory=dict)
 
     def pod(self, obj: JSON, at: float) -> None:
@@ -200,6 +205,13 @@ class Seen:
     def job(self, obj: JSON, at: float) -> None:
         if not (obj.get("spec") or {}).get("suspend"):
             self.released.setdefault(obj["metadata"]["name"], at)
+
+    def endpoint_slice(self, obj: JSON, at: float) -> None:
+        for endpoint in obj.get("endpoints") or []:
+            ref = endpoint.get("targetRef") or {}
+            if ref.get("kind") == "Pod" and endpoint.get("hostname") and \
+                    (endpoint.get("conditions") or {}).get("ready") is not False:
+                self.published.setdefault(ref["name"], at)
 
     def mpijob(self, obj: JSON, at: float) -> None:
         self.mpijobs[obj["metadata"]["name"]] = obj
@@ -217,6 +229,8 @@ class Seen:
         return JobTimes(
             name=name, resumed=resumed, start_seen=start_seen, ready_seen=[self.ready[w][0] for w in workers],
             released_seen=self.released.get(f"{name}-launcher"), launcher_seen=self.pod_first[first],
+            published_seen=max(self.published[w] for w in workers) if all(w in self.published for w in workers)
+            else None,
             start_at=suspended["lastTransitionTime"] if suspended else job["metadata"]["creationTimestamp"],
             ready_at=[self.ready[w][1] for w in workers], launcher_at=self.pods[first]["metadata"]["creationTimestamp"],
             launcher_pods=len(launchers), restarts=sum(self.restarts[n] for n in launchers), outcome=outcome)
@@ -301,7 +315,8 @@ async def measure(cluster: RealNodeCluster, args: argparse.Namespace) -> tuple[l
         await load.request("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
         watches = [asyncio.create_task(watch(load, path, record)) for path, record in (
             (f"/api/v1{base}/pods", seen.pod), (f"/apis/batch/v1{base}/jobs", seen.job),
-            (f"/apis/kubeflow.org/v2beta1{base}/mpijobs", seen.mpijob))]
+            (f"/apis/kubeflow.org/v2beta1{base}/mpijobs", seen.mpijob),
+            (f"/apis/discovery.k8s.io/v1{base}/endpointslices", seen.endpoint_slice))]
         try:
             for index in range(args.warmup):  # not counted: the node's first containers of the image
                 say(f"warm-up {describe(await run_job(load, seen, f'warm{index}', index % 2 == 0, args.limit))}")
@@ -331,7 +346,7 @@ def say(text: str) -> None:
 
 def describe(job: JobTimes) -> str:
     s = spans(job)
-    release = f", released {s['release']:.3f} s" if "release" in s else ""
+    release = "".join(f", {k} {s[k]:.3f} s" for k in ("published", "release") if k in s)
     return (f"{job.name} ({'resumed' if job.resumed else 'created running'}): {job.outcome}; gating added "
             f"{s['added']:.3f} s (API {s['added_api']:.0f} s){release}; to the launcher pod {s['to_launcher']:.3f} s "
             f"(API {s['to_launcher_api']:.0f} s); launcher pods {job.launcher_pods}, restarts {job.restarts}")
@@ -340,6 +355,8 @@ def describe(job: JobTimes) -> str:
 SPAN_LABELS = {"added": "gating added: last worker Ready to launcher pod created, watch events (s)",
                "added_api": "the same from the API's timestamps (1 s resolution) (s)",
                "release": "of which: last worker Ready to launcher Job released (or created running), watch events (s)",
+               "published": "last worker Ready to every worker in the Service's EndpointSlices (its DNS name), watch "
+                            "events (s)",
                "to_launcher": "MPIJob created (or resumed) to launcher pod created, watch events (s)",
                "to_launcher_api": "the same from the API's timestamps (1 s resolution) (s)"}
 

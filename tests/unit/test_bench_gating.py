@@ -16,21 +16,22 @@ T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
 
 def times(name: str, resumed: bool, last_ready: float, launcher: float, *, restarts: int = 0, pods: int = 1,
-          released: float | None = None) -> JobTimes:
+          released: float | None = None, published: float | None = None) -> JobTimes:
     """A job started at T0 whose workers were Ready at T0 + 5 and T0 + ``last_ready`` and whose launcher pod came at
     T0 + ``launcher`` (the API's timestamps: the same, truncated to the second)."""
     def stamp(offset: float) -> str:
         return f"2027-01-15T08:00:{int(offset):02d}Z"
 
     return JobTimes(name=name, resumed=resumed, start_seen=T0, ready_seen=[T0 + 5.0, T0 + last_ready],
-                    released_seen=None if released is None else T0 + released, launcher_seen=T0 + launcher,
+                    released_seen=None if released is None else T0 + released,
+                    published_seen=None if published is None else T0 + published, launcher_seen=T0 + launcher,
                     start_at=stamp(0), ready_at=[stamp(5), stamp(last_ready)], launcher_at=stamp(launcher),
                     launcher_pods=pods, restarts=restarts, outcome="Succeeded")
 
 
 def test_one_jobs_spans_come_from_its_last_worker_and_its_first_launcher_pod() -> None:
-    job = times("a", True, last_ready=7.25, launcher=7.5, released=7.375)
-    assert spans(job) == {"added": 0.25, "added_api": 0.0, "release": 0.125, "to_launcher": 7.5,
+    job = times("a", True, last_ready=7.25, launcher=7.5, released=7.375, published=7.3125)
+    assert spans(job) == {"added": 0.25, "added_api": 0.0, "release": 0.125, "published": 0.0625, "to_launcher": 7.5,
                           "to_launcher_api": 7.0}
     across = times("b", False, last_ready=7.75, launcher=8.25)  # the API's timestamps straddle a second
     assert spans(across) == {"added": 0.5, "added_api": 1.0, "to_launcher": 8.25, "to_launcher_api": 8.0}
@@ -55,18 +56,20 @@ def test_no_values_have_no_percentile() -> None:
 
 
 def test_the_runs_figures_over_every_job_and_by_how_it_started() -> None:
-    jobs = [times("r1", True, 6.0, 6.5, released=6.25), times("r2", True, 8.0, 9.0, released=8.5),
+    jobs = [times("r1", True, 6.0, 6.5, released=6.25, published=6.125),
+            times("r2", True, 8.0, 9.0, released=8.5, published=8.25),
             times("c1", False, 7.0, 7.25, restarts=1), times("c2", False, 9.0, 9.5, pods=2)]
     found = figures(jobs)
     assert found["resumed"] == {
         "added": {"p50": 0.75, "p99": pytest.approx(0.995), "min": 0.5, "max": 1.0, "n": 2},
         "added_api": {"p50": 0.5, "p99": pytest.approx(0.99), "min": 0.0, "max": 1.0, "n": 2},
         "release": {"p50": 0.375, "p99": pytest.approx(0.4975), "min": 0.25, "max": 0.5, "n": 2},
+        "published": {"p50": 0.1875, "p99": pytest.approx(0.24875), "min": 0.125, "max": 0.25, "n": 2},
         "to_launcher": {"p50": 7.75, "p99": pytest.approx(8.975), "min": 6.5, "max": 9.0, "n": 2},
         "to_launcher_api": {"p50": 7.5, "p99": pytest.approx(8.97), "min": 6.0, "max": 9.0, "n": 2},
     }
     assert found["created"]["added"] == {"p50": 0.375, "p99": pytest.approx(0.4975), "min": 0.25, "max": 0.5, "n": 2}
-    assert "release" not in found["created"]  # no launcher Job seen suspended, then released
+    assert sorted(found["created"]) == ["added", "added_api", "to_launcher", "to_launcher_api"]  # none seen released
     assert found["all"]["added"] == {"p50": 0.5, "p99": pytest.approx(0.985), "min": 0.25, "max": 1.0, "n": 4}
     assert found["all"]["release"]["n"] == 2
     assert (found["restarts"], found["extra_launcher_pods"], found["outcomes"]) == (1, 1, {"Succeeded": 4})
@@ -99,6 +102,12 @@ def test_what_the_watches_saw_of_a_resumed_job() -> None:
     seen.pod(pod("j-worker-1", "worker", ready_at="2027-01-15T08:00:05Z"), T0 + 5.25)
     seen.job({"metadata": {"name": "j-launcher"}, "spec": {"suspend": True}}, T0 + 0.5)
     seen.job({"metadata": {"name": "j-launcher"}, "spec": {"suspend": False}}, T0 + 5.5)
+    hostnames = [{"hostname": f"j-worker-{i}", "targetRef": {"kind": "Pod", "name": f"j-worker-{i}"},
+                  "conditions": {"ready": True}} for i in (0, 1)]
+    not_ready = {**hostnames[1], "conditions": {"ready": False}}
+    seen.endpoint_slice({"metadata": {"name": "j-x"}, "endpoints": [hostnames[0], not_ready]}, T0 + 5.0)
+    seen.endpoint_slice({"metadata": {"name": "j-x"}, "endpoints": hostnames}, T0 + 5.375)
+    seen.endpoint_slice({"metadata": {"name": "j-x"}, "endpoints": hostnames}, T0 + 7)
     seen.pod(pod("j-launcher-abcde", "launcher", created="2027-01-15T08:00:05Z"), T0 + 5.75)
     seen.pod(pod("j-launcher-abcde", "launcher", created="2027-01-15T08:00:05Z", restarts=1), T0 + 20)
     seen.pod(pod("j-launcher-abcde", "launcher", created="2027-01-15T08:00:05Z"), T0 + 21)  # restarts never go back
@@ -107,6 +116,7 @@ def test_what_the_watches_saw_of_a_resumed_job() -> None:
         {"type": "Succeeded", "status": "True", "lastTransitionTime": "2027-01-15T08:00:30Z"}]}}, T0 + 30)
     assert seen.times("j", True, T0 + 0.25) == JobTimes(
         name="j", resumed=True, start_seen=T0 + 0.25, ready_seen=[T0 + 4.5, T0 + 5.25], released_seen=T0 + 5.5,
+        published_seen=T0 + 5.375,
         launcher_seen=T0 + 5.75, start_at="2027-01-15T08:00:00Z",
         ready_at=["2027-01-15T08:00:04Z", "2027-01-15T08:00:05Z"], launcher_at="2027-01-15T08:00:05Z",
         launcher_pods=1, restarts=1, outcome="Succeeded")

@@ -6,20 +6,26 @@ nulled) carrying the resourceVersion read, so a later sync finds nothing to do.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
-from reconciler.mpijob import builders
+from reconciler.mpijob import builders, gating
 from reconciler.mpijob.builders.job_facts import run_policy_of
 from reconciler.mpijob.caches import slim_job
 from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.ensure import create_or_read, ensure_controlled, get_or_create
 from reconciler.mpijob.status import Event, launcher_done, phase
-from reconciler.runtime.api_resources import CONFIG_MAPS, JOBS, SECRETS, SERVICES, Resource
+from reconciler.runtime.api_resources import CONFIG_MAPS, ENDPOINT_SLICES, JOBS, SECRETS, SERVICES, Resource
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.metadata import is_controlled_by, meta
 from shared.api import constants as c
 from shared.api import names
 from shared.jsondict import JSONDict
+
+logger = logging.getLogger("reconciler")
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # the endpoints controller's label on a Service's EndpointSlices
+NAMES_RECHECK_SECONDS = 0.5  # a Ready pod is published within moments; nothing we watch says when
 
 
 async def _patch(ctx: JobContext, resource: Resource, existing: JSONDict, patch: JSONDict) -> None:
@@ -121,6 +127,21 @@ async def _restart_policy_event(ctx: JobContext) -> None:
     if builders.template_overrides_restart_policy(ctx.job):
         await ctx.event(Event("Warning", c.REASON_SET_POD_TEMPLATE_RESTART_POLICY,
                               "Restart policy in pod template overridden by restart policy in replica spec"))
+
+
+async def worker_names_resolve(ctx: JobContext, worker_pods: list[JSONDict]) -> bool:
+    """Whether every worker's DNS name resolves (``gating.unpublished``), read from the Service's EndpointSlices on
+    the API server (no cache of them is kept: this is asked once or twice per launcher start). If not, the job's
+    sync is requeued shortly."""
+    if not worker_pods:
+        return True
+    selector = f"{SERVICE_NAME_LABEL}={names.service_name(ctx.name)}"
+    missing = gating.unpublished(worker_pods, await ctx.shared.cluster.list(ENDPOINT_SLICES, ctx.namespace, selector))
+    if missing:
+        logger.info("launcher held until every worker's name resolves",
+                    extra={"kv": {"key": ctx.key, "unpublished": len(missing), "first": missing[0]}})
+        ctx.shared.requeue(ctx.key, NAMES_RECHECK_SECONDS)
+    return not missing
 
 
 async def create_launcher(ctx: JobContext) -> JSONDict:

@@ -27,6 +27,8 @@ class Cluster(Protocol):
 
     async def get(self, resource: Resource, namespace: str, name: str) -> JSONDict: ...
 
+    async def list(self, resource: Resource, namespace: str, label_selector: str) -> list[JSONDict]: ...
+
     async def replace(self, resource: Resource, obj: JSONDict) -> JSONDict: ...
 
     async def replace_status(self, resource: Resource, obj: JSONDict) -> JSONDict: ...
@@ -59,6 +61,12 @@ class KubeCluster:
 
     async def get(self, resource: Resource, namespace: str, name: str) -> JSONDict:
         return await self.client.request("GET", resource.path(namespace, name))
+
+    async def list(self, resource: Resource, namespace: str, label_selector: str) -> list[JSONDict]:
+        """The objects of ``namespace`` that match ``label_selector``, read from the API server (not a cache)."""
+        answer = await self.client.request("GET", resource.path(namespace), params={"labelSelector": label_selector})
+        items: list[JSONDict] = answer.get("items") or []
+        return items
 
     async def replace(self, resource: Resource, obj: JSONDict) -> JSONDict:
         metadata = meta(obj)

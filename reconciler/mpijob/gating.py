@@ -11,6 +11,10 @@ While a WaitForWorkersReady job waits, its Running condition says so: ``False``,
 The condition keeps its place, or goes before the last one, so the ``State`` column (the last condition) reads
 as upstream's. Its ``lastUpdateTime`` is when the wait began: a new count alone does not move it, and is
 written only along with another change (as the WorkersReady counts are).
+
+Ready is not enough for ``mpirun``: a worker's name resolves only once the endpoints controller has put it, Ready,
+into an EndpointSlice of the job's Service (CoreDNS answers from those, and caches an early NXDOMAIN). So a
+WaitForWorkersReady launcher is released (or created) only when every worker is published (``unpublished``).
 """
 
 from __future__ import annotations
@@ -42,6 +46,16 @@ def holds_launcher(facts: JobFacts, workers: list[JSONDict]) -> bool:
     return not facts.launcher_at_startup and not workers_ready(workers, facts.worker_replicas)
 
 
+def unpublished(workers: list[JSONDict], slices: list[JSONDict]) -> list[str]:
+    """The names of ``workers`` whose DNS name does not resolve yet: no endpoint of the Service's EndpointSlices
+    ``slices`` refers to the pod (by UID) with a hostname and not-unready (CoreDNS serves ready endpoints only; an
+    unset ``ready`` means ready)."""
+    published = {str((endpoint.get("targetRef") or {}).get("uid"))
+                 for piece in slices for endpoint in piece.get("endpoints") or []
+                 if endpoint.get("hostname") and (endpoint.get("conditions") or {}).get("ready") is not False}
+    return [str(pod["metadata"]["name"]) for pod in workers if str(pod["metadata"].get("uid")) not in published]
+
+
 def is_held(launcher: JSONDict | None) -> bool:
     """Whether the launcher has not been released: no launcher Job yet, or a suspended one."""
     return launcher is None or bool((launcher.get("spec") or {}).get("suspend"))
@@ -60,6 +74,8 @@ def waiting_condition(facts: JobFacts, status: JSONDict, seen: Observed) -> JSON
     if is_held(seen.launcher):
         reason = REASON_WAITING_FOR_WORKERS
         message = f"MPIJob {facts.key} waits for its workers: {ready}/{replicas} workers ready"
+        if ready == replicas:
+            message += ", waiting for their names to resolve"
     elif old is not None and old.get("reason") in (REASON_WAITING_FOR_WORKERS, REASON_LAUNCHER_STARTING):
         reason = REASON_LAUNCHER_STARTING
         message = f"MPIJob {facts.key}: {replicas}/{replicas} workers ready, the launcher is starting"

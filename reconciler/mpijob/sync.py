@@ -177,7 +177,7 @@ class Reconciler:
     async def _ensure_children(self, ctx: JobContext, first_sync: bool) -> Observed:
         """Every child in upstream's order (1.2 steps 10-13), and a suspended job's workers and PodGroup deleted;
         what the launcher Job, its pods and the workers show. The launcher Job is held suspended while the job
-        is suspended or waits for its workers (gating.py), re-evaluated here on every sync."""
+        is suspended or waits for its workers and their names in DNS (gating.py), re-evaluated here on every sync."""
         launcher = await children.find_launcher(ctx, first_sync)
         worker_pods: list[JSONDict] = []
         gang_ready = True  # no pod is made (nor a launcher resumed) while a native gang is being replaced
@@ -189,10 +189,13 @@ class Reconciler:
                 if self.shared.settings.gang is not None:
                     gang_ready = await gang.ensure_pod_group(ctx)
                 worker_pods = await workers.ensure_workers(ctx, create=gang_ready)
-            if launcher is None and gang_ready and (ctx.launcher_at_startup or workers.all_ready(worker_pods)):
+            if launcher is None and gang_ready and (ctx.launcher_at_startup or (
+                    workers.all_ready(worker_pods) and await children.worker_names_resolve(ctx, worker_pods))):
                 launcher = await children.create_launcher(ctx)
         if launcher is not None and gang_ready:
             hold = gating.holds_launcher(ctx, worker_pods)
+            if not hold and not ctx.launcher_at_startup and gating.is_held(launcher):
+                hold = not await children.worker_names_resolve(ctx, worker_pods)
             launcher = await children.sync_launcher_suspension(ctx, launcher, hold=hold)
         if ctx.suspended:
             await self._clean_up(ctx)

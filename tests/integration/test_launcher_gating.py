@@ -1,5 +1,6 @@
 # ruff: noqa: F811  (test_kueue's fixtures, imported here, are the tests' parameters)
-"""Launcher gating (docs/proposals/launcher-gating.md) against the real control plane and the real Kueue.
+"""Launcher gating (docs/proposals/launcher-gating.md) against the real control plane and the real Kueue, and
+the endpoints controller (a launcher waits for its workers' names).
 
 Workers are held back by a scheduling gate of the test's own in their template: a gated pod is never scheduled,
 so kwok never makes it Ready; the test removes the gate from one pod at a time and kwok's pod-ready stage makes
@@ -10,14 +11,21 @@ API server's audit log). Kueue: one Workload with two PodSets for the MPIJob, no
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
+
+import pytest
 
 from hack.devcluster import LocalCluster
 from hack.devcluster.audit import audit_events
 from hack.devcluster.kueue import Kueue
+from hack.devcluster.mpijobs import mpijob
 from tests.integration.mpijobs import Jobs, until
+from tests.integration.operator_fixtures import ReconcilerControl
 from tests.integration.test_kueue import (  # noqa: F401  (fixtures)
     JOB_CPU,
     KUEUE,
@@ -139,7 +147,7 @@ def test_a_kueue_job_keeps_its_launcher_suspended_until_every_worker_is_ready(
         ("True", "Started")]
 
 
-def test_a_resumed_job_is_gated_again(cluster: LocalCluster, namespace: str) -> None:
+def test_a_resumed_job_is_gated_again(cluster: LocalCluster, reconciler: ReconcilerControl, namespace: str) -> None:
     jobs = Jobs(cluster, namespace)
     jobs.create(plain_job("again"))
     for pod in [p["metadata"]["name"] for p in jobs.wait_workers("again", 2)]:
@@ -171,7 +179,8 @@ def test_a_resumed_job_is_gated_again(cluster: LocalCluster, namespace: str) -> 
     assert launcher_updates(cluster, namespace, "again", offset) == 1
 
 
-def test_at_startup_releases_the_launcher_with_the_workers_as_upstream(cluster: LocalCluster, namespace: str) -> None:
+def test_at_startup_releases_the_launcher_with_the_workers_as_upstream(
+        cluster: LocalCluster, reconciler: ReconcilerControl, namespace: str) -> None:
     jobs = Jobs(cluster, namespace)
     job = plain_job("eager", "AtStartup")
     job["spec"]["runPolicy"]["suspend"] = True
@@ -185,3 +194,76 @@ def test_at_startup_releases_the_launcher_with_the_workers_as_upstream(cluster: 
     assert [(p["spec"].get("schedulingGates"), p["status"].get("phase")) for p in held] == [
         ([HOLD], "Pending"), ([HOLD], "Pending")], "the launcher runs while no worker is Ready"
     assert running_condition(jobs, "eager") == ("False", "MPIJobSuspended", f"MPIJob {namespace}/eager is suspended.")
+
+
+def history(cluster: LocalCluster, collection: str, since: str) -> list[tuple[int, JSON]]:
+    """Every version of the objects of ``collection`` written after resourceVersion ``since``, in etcd's order: a
+    watch from ``since`` replays them (within etcd's compaction window). resourceVersions are opaque to clients, but
+    in one etcd they grow with every write, which is what the order of two resources' writes is read from here."""
+    status, text = cluster.rest.request_raw("GET", f"{collection}?watch=1&resourceVersion={since}&timeoutSeconds=2")
+    assert status == 200, text
+    objects = [json.loads(line)["object"] for line in text.splitlines() if line.strip()]
+    return [(int(obj["metadata"]["resourceVersion"]), obj) for obj in objects]
+
+
+def published(slices: dict[str, JSON], workers: dict[str, str]) -> bool:
+    """Whether each worker (name: UID) is a ready endpoint with a hostname: its DNS name resolves."""
+    found = {(e.get("targetRef") or {}).get("uid") for piece in slices.values() for e in piece.get("endpoints") or []
+             if e.get("hostname") and (e.get("conditions") or {}).get("ready") is not False}
+    return set(workers.values()) <= found
+
+
+@pytest.fixture
+def unmanaged_node(cluster: LocalCluster) -> Iterator[str]:
+    """A Node no kwok manages (and no scheduler picks: it is tainted), so that the test alone writes the status of
+    the pods bound to it; deleted afterwards."""
+    name = f"unmanaged-{uuid.uuid4().hex[:6]}"
+    taint = {"key": "test.mpijob/unmanaged", "effect": "NoSchedule"}
+    cluster.rest.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                                          "spec": {"taints": [taint]}})
+    try:
+        yield name
+    finally:
+        cluster.rest.request("DELETE", f"/api/v1/nodes/{name}")
+
+
+def set_pod_status(jobs: Jobs, pod: str, status: JSON) -> None:
+    jobs.cluster.rest.request("PATCH", jobs.path("pods", pod) + "/status", {"status": status},
+                              content_type="application/merge-patch+json")
+
+
+def test_the_launcher_is_created_only_once_every_worker_is_in_the_services_endpoint_slices(
+        cluster: LocalCluster, reconciler: ReconcilerControl, namespace: str, unmanaged_node: str) -> None:
+    """CoreDNS answers ``<worker>.<job>`` from the Service's EndpointSlices, and caches an early NXDOMAIN: Ready
+    alone is not enough. The workers are made Running and Ready without an address (as a pod's status may show
+    before the endpoints controller has caught up): the launcher waits, saying why; once they have addresses, the
+    endpoints controller publishes them and the launcher Job is created after that write (in etcd's order)."""
+    jobs = Jobs(cluster, namespace)
+    job = mpijob("dns", 2, launcherCreationPolicy="WaitForWorkersReady")
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["nodeName"] = unmanaged_node
+    slices_path = jobs.path("endpointslices", group="discovery.k8s.io/v1")
+    since = cluster.rest.get(slices_path)["metadata"]["resourceVersion"]
+    jobs.create(job)
+    pods = [p["metadata"]["name"] for p in jobs.wait_workers("dns", 2)]
+    for pod in pods:
+        set_pod_status(jobs, pod, {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+    wait_running_condition(jobs, "dns", ("False", "WaitingForWorkers", f"MPIJob {namespace}/dns waits for its "
+                                         "workers: 2/2 workers ready, waiting for their names to resolve"))
+    assert jobs.launcher("dns") is None
+    for index, pod in enumerate(pods):
+        address = f"10.254.0.{index + 1}"
+        set_pod_status(jobs, pod, {"podIP": address, "podIPs": [{"ip": address}]})
+    jobs.wait_launcher("dns", suspended=False)
+    workers = {p["metadata"]["name"]: p["metadata"]["uid"] for p in jobs.workers("dns")}
+    seen: dict[str, JSON] = {}
+    published_at = None
+    for version, piece in history(cluster, slices_path, since):
+        seen[piece["metadata"]["name"]] = piece
+        if published(seen, workers):
+            published_at = version
+            break
+    created = [version for version, obj in history(cluster, jobs.path("jobs", group="batch/v1"), since)
+               if obj["metadata"]["name"] == "dns-launcher"]
+    assert published_at is not None, "both workers published"
+    assert created, "the launcher Job's versions"
+    assert created[0] > published_at, (created, published_at)

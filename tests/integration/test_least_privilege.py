@@ -226,6 +226,14 @@ def lifecycle(jobs: Jobs) -> None:
         jobs.wait_gone(plural, name, group)
 
 
+def gated_start(jobs: Jobs) -> None:
+    """A WaitForWorkersReady job: its launcher is created once every worker is Ready and its name resolves, which
+    the reconciler reads from the Service's EndpointSlices (list)."""
+    jobs.create(mpijob("gated", 2, launcher_labels=HANG, launcherCreationPolicy="WaitForWorkersReady"))
+    jobs.wait_condition("gated", "Running", timeout=90)
+    jobs.delete("gated")
+
+
 def native_gang_lifecycle(jobs: Jobs) -> None:
     """A job with native gangs: Workload and PodGroup created, deleted and made anew when the gang changes
     (they are immutable; the PodGroup stays terminating while pods name it), deleted on suspend."""
@@ -319,6 +327,7 @@ def runs(cluster: LocalCluster, reconciler: ReconcilerControl, tmp_path_factory:
         jobs = Jobs(cluster, plain)
         foreign_objects(jobs, credentials.username)
         lifecycle(jobs)
+        gated_start(jobs)
         failure_policy_restart(jobs)
         cluster.kubectl("apply", "-f", str(PODGROUP_CRDS), check=True)  # Volcano's stand-in
         cluster.kubectl("wait", "--for=condition=Established", "-f", str(PODGROUP_CRDS), "--timeout=60s", check=True)

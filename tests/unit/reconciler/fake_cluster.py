@@ -117,6 +117,14 @@ class FakeCluster:
             raise ApiError(404, "NotFound", f'{resource.plural} "{name}" not found')
         return copy.deepcopy(obj)
 
+    async def list(self, resource: Resource, namespace: str, label_selector: str) -> list[JSONDict]:
+        """The stored objects of ``namespace`` whose labels match ``label_selector`` (``key=value`` terms only)."""
+        self.reads.append((resource.plural, f"?{label_selector}"))
+        wanted = dict(term.split("=", 1) for term in label_selector.split(","))
+        return [copy.deepcopy(obj) for (plural, ns, _), obj in self.server.items()
+                if plural == resource.plural and ns == namespace
+                and wanted.items() <= ((obj["metadata"].get("labels") or {}).items())]
+
     async def replace(self, resource: Resource, obj: JSONDict) -> JSONDict:
         self._record("update", resource, obj)
         current = self._current(resource, obj["metadata"], obj["metadata"].get("namespace", ""))

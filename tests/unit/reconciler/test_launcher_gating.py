@@ -111,6 +111,66 @@ async def test_the_launcher_is_released_with_its_directives_once_every_worker_is
         "the write that released the launcher observed the wait"
 
 
+async def test_ready_workers_whose_names_do_not_resolve_yet_keep_the_launcher_held_and_requeue_the_job() -> None:
+    world = resumed_world(WAIT)
+    requeued: list[tuple[str, float]] = []
+    world.reconciler.shared.requeue = lambda key, delay: requeued.append((key, delay))
+    await world.sync()
+    world.cluster.catch_up()
+    world.add_workers(2, "Running", ready=True, published=False)
+    before = len(world.cluster.actions)
+    await world.sync()
+    assert world.cluster.actions[before:] == [("patch", "configmaps", "test-config"),  # discover_hosts.sh
+                                              ("update_status", "mpijobs", "test")], "held: not released"
+    assert requeued == [("default/test", 0.5)]
+    assert world.cluster.reads[-1] == ("endpointslices", "?kubernetes.io/service-name=test")
+    running = next(c for c in world.cluster.status_written()["conditions"] if c["type"] == "Running")
+    assert running == condition("Running", "False", "WaitingForWorkers", "MPIJob default/test waits for its "
+                                "workers: 2/2 workers ready, waiting for their names to resolve") | {
+        "lastTransitionTime": EARLIER}
+    world.cluster.catch_up()
+    world.publish_workers()
+    before = len(world.cluster.actions)
+    await world.sync()
+    assert world.cluster.actions[before:] == [
+        ("update_status", "jobs", "test-launcher"), ("update", "jobs", "test-launcher"),
+        ("update_status", "mpijobs", "test")]
+    assert requeued == [("default/test", 0.5)], "not requeued again"
+
+
+async def test_a_launcher_created_after_its_workers_waits_for_their_names_too() -> None:
+    world = World(new_mpijob(workers=2, launcherCreationPolicy=WAIT))
+    world.add_dependencies()
+    world.add_workers(2, "Running", ready=True, published=False)
+    await world.sync()
+    assert ("create", "jobs", "test-launcher") not in world.cluster.actions
+    world.cluster.catch_up()
+    world.publish_workers()
+    await world.sync()
+    assert ("create", "jobs", "test-launcher") in world.cluster.actions
+
+
+def endpoint(uid: str, *, hostname: str | None = "h", ready: bool | None = True) -> JSONDict:
+    conditions = {} if ready is None else {"ready": ready}
+    found: JSONDict = {"addresses": ["10.0.0.1"], "conditions": conditions, "targetRef": {"kind": "Pod", "uid": uid}}
+    return found | ({"hostname": hostname} if hostname else {})
+
+
+@pytest.mark.parametrize(("endpoints", "unpublished"), [
+    ([endpoint("a"), endpoint("b")], []),
+    ([endpoint("a"), endpoint("b", ready=None)], []),  # an unset ready means ready (the API's documentation)
+    ([endpoint("a"), endpoint("b", ready=False)], ["w-b"]),  # CoreDNS serves ready endpoints only
+    ([endpoint("a"), endpoint("b", hostname=None)], ["w-b"]),  # no hostname: no <hostname>.<service> record
+    ([endpoint("a"), endpoint("old-b")], ["w-b"]),  # the predecessor's endpoint, with its old address
+    ([], ["w-a", "w-b"]),
+])
+def test_a_worker_resolves_once_a_ready_endpoint_with_its_hostname_refers_to_it(endpoints: list[JSONDict],
+                                                                                unpublished: list[str]) -> None:
+    workers = [{"metadata": {"name": "w-a", "uid": "a"}}, {"metadata": {"name": "w-b", "uid": "b"}}]
+    slices = [{"endpoints": endpoints[:1]}, {"endpoints": endpoints[1:]}]
+    assert gating.unpublished(workers, slices) == unpublished
+
+
 async def test_at_startup_releases_the_launcher_in_the_sync_that_resumes_it_as_upstream() -> None:
     world = resumed_world("AtStartup")
     await world.sync()

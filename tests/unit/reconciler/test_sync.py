@@ -13,16 +13,17 @@ from prometheus_client import CollectorRegistry
 from reconciler.mpijob import builders
 from reconciler.mpijob.builders import SSHKeyPair
 from reconciler.mpijob.caches import Caches
+from reconciler.mpijob.children import SERVICE_NAME_LABEL
 from reconciler.mpijob.context import Shared
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.errors import ResourceExistsError
 from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.status import Event
 from reconciler.mpijob.sync import Reconciler
-from reconciler.runtime.api_resources import CONFIG_MAPS, JOBS, PODS, SECRETS, SERVICES
+from reconciler.runtime.api_resources import CONFIG_MAPS, ENDPOINT_SLICES, JOBS, PODS, SECRETS, SERVICES
 from reconciler.runtime.client import ApiError
 from reconciler.settings import Settings
-from shared.api import MPIJob
+from shared.api import MPIJob, names
 from shared.jsondict import JSONDict
 from tests.unit.helpers import with_defaults
 from tests.unit.reconciler.fake_cluster import FakeCluster
@@ -66,7 +67,9 @@ class World:
     async def sync(self, key: str = "default/test") -> str:
         return await self.reconciler.sync(key)
 
-    def add_workers(self, count: int, phase: str = "", ready: bool = False, start: int = 0) -> None:
+    def add_workers(self, count: int, phase: str = "", ready: bool = False, start: int = 0,
+                    published: bool | None = None) -> None:
+        """Worker pods ``start`` to ``start + count - 1``; Ready ones are also ``published`` (by default)."""
         assert self.job is not None
         for index in range(start, start + count):
             pod = builders.build_worker(defaulted(self.job), index)
@@ -75,6 +78,24 @@ class World:
             if ready:
                 pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
             self.cluster.given(PODS, pod)
+        if published if published is not None else ready:
+            self.publish_workers()
+
+    def publish_workers(self) -> None:
+        """What the endpoints controller does moments after a worker is Ready: one EndpointSlice of the job's
+        Service lists every worker pod on the server, each with its hostname and readiness."""
+        assert self.job is not None
+        service = names.service_name(self.job["metadata"]["name"])
+        pods = [pod for (plural, _, _), pod in self.cluster.server.items()
+                if plural == "pods" and pod["metadata"]["name"].startswith(f"{service}-worker-")]
+        endpoints = [{"addresses": [f"10.0.0.{i + 1}"], "hostname": pod["spec"]["hostname"],
+                      "conditions": {"ready": any(c["type"] == "Ready" and c["status"] == "True"
+                                                  for c in (pod.get("status") or {}).get("conditions") or [])},
+                      "targetRef": {"kind": "Pod", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}}
+                     for i, pod in enumerate(pods)]
+        self.cluster.given(ENDPOINT_SLICES, {"metadata": {
+            "name": f"{service}-abcde", "namespace": "default", "labels": {SERVICE_NAME_LABEL: service}},
+            "addressType": "IPv4", "endpoints": endpoints})
 
     def add_launcher(self, *, suspend: bool | None = None, conditions: list[JSONDict] | None = None,
                      status: JSONDict | None = None, pods: list[JSONDict] | None = None) -> JSONDict:

@@ -316,6 +316,7 @@ async def test_counts_alone_are_not_written_but_ride_along_and_all_ready_is() ->
     assert world.cluster.status_written()["readyWorkers"] == "2/4", "carried along"
     written_back(world)
     given_workers(world, READY, READY, READY, READY)
+    world.publish_workers()
     await world.sync()
     assert ("create", "jobs", "test-launcher") in world.cluster.actions
     assert world.cluster.actions[-1] == ("update_status", "mpijobs", "test")

@@ -8,15 +8,19 @@ roles (kubeflow-mpijobs-edit into admin and edit, kubeflow-mpijobs-view into vie
 (deploy/crds/, with the labels of deploy/crds/kustomization.yaml) and the JSON patch of the component
 deploy/components/api-v2 that turns kubeflow.org/v2 on go into files/crds/, which templates/crd.yaml reads
 (values crds.enabled, crds.keep, apiVersions.v2). The alert rules and the Grafana dashboard of deploy/monitoring are
-copied as they are into files/, which the PrometheusRule and the dashboard ConfigMap templates read. `--check`
-exits 1 when a copy is stale. tests/unit/test_chart.py compares every object the chart renders with kustomize's.
+copied as they are into files/, which the PrometheusRule and the dashboard ConfigMap templates read. Chart.yaml's
+`version` and `appVersion` are the project's one version, pyproject.toml's `version` (RELEASE.md): the images of a
+release are tagged with it and the chart's image tags default to appVersion. `--check` exits 1 when a copy is
+stale. tests/unit/test_chart.py compares every object the chart renders with kustomize's.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import sys
+import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -91,10 +95,25 @@ def kustomization_of(source: str) -> Path:
     return KUSTOMIZATIONS.get(source.split("/", 1)[0], DEPLOY / "kustomization.yaml")
 
 
+def project_version() -> str:
+    """The one version of the project: pyproject.toml's [project] version."""
+    with (REPO_ROOT / "pyproject.toml").open("rb") as file:
+        version: str = tomllib.load(file)["project"]["version"]
+    return version
+
+
+def versioned_chart(text: str, version: str) -> str:
+    """Chart.yaml's TEXT with its top-level `version` and `appVersion` set to VERSION (the rest kept as it is)."""
+    text = re.sub(r"^version: .*$", f"version: {version}", text, count=1, flags=re.MULTILINE)
+    return re.sub(r"^appVersion: .*$", f'appVersion: "{version}"', text, count=1, flags=re.MULTILINE)
+
+
 def expected() -> dict[Path, str]:
-    return {CHART / copy: labelled((DEPLOY / source).read_text(encoding="utf-8"),
-                                   common_labels(kustomization_of(source)), source)
-            for source, copy in COPIES.items()} | {
+    chart_yaml = CHART / "Chart.yaml"
+    return {chart_yaml: versioned_chart(chart_yaml.read_text(encoding="utf-8"), project_version())} | {
+        CHART / copy: labelled((DEPLOY / source).read_text(encoding="utf-8"),
+                               common_labels(kustomization_of(source)), source)
+        for source, copy in COPIES.items()} | {
         CHART / copy: ("" if source.endswith(".json") else  # JSON has no comments: the copy is the file, byte for byte
                        f"# Copied from deploy/{source} by hack/gen/chart.py (`make chart`); DO NOT EDIT.\n")
                       + (DEPLOY / source).read_text(encoding="utf-8")

@@ -169,6 +169,24 @@ def test_chart_copies_of_the_base_are_up_to_date() -> None:
     assert gen_chart.main(["--check"]) == 0, "the chart's copies of deploy/ are stale: run `make chart`"
 
 
+def test_the_chart_version_and_app_version_are_the_project_version() -> None:
+    """One version source (RELEASE.md): pyproject.toml's, which `make chart` writes into Chart.yaml."""
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))
+    version = gen_chart.project_version()
+    assert (chart["version"], chart["appVersion"]) == (version, version)
+    assert gen_chart.versioned_chart("version: 0.1.0\nappVersion: \"dev\"\nkubeVersion: x\n", "9.9.1") == (
+        'version: 9.9.1\nappVersion: "9.9.1"\nkubeVersion: x\n')
+
+
+def test_an_unset_image_tag_is_the_chart_app_version() -> None:
+    """A release's chart (`make release`) sets only the repositories: the images are tagged with its appVersion."""
+    objects = render(tuple(value_flags({"webhook.image.tag": "", "reconciler.image.tag": ""})))
+    version = gen_chart.project_version()
+    assert {key: objects[key]["spec"]["template"]["spec"]["containers"][0]["image"] for key in (WEBHOOK, RECONCILER)
+            } == {WEBHOOK: f"registry.example.com/mpijob-webhook:{version}",
+                  RECONCILER: f"registry.example.com/mpijob-reconciler:{version}"}
+
+
 def test_default_values_render_the_kustomize_base_object_by_object() -> None:
     base, chart = kustomize_base(), default_render()
     assert sorted(chart) == sorted(base)

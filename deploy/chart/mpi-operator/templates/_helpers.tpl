@@ -3,9 +3,12 @@
 app.kubernetes.io/part-of: mpijob-operator
 {{- end }}
 
-{{/* An image reference from {repository, tag, digest}: repository@digest when digest is set, else repository:tag. */}}
+{{/* An image reference from (list IMAGE .Chart), IMAGE a component's {repository, tag, digest}: repository@digest
+when digest is set, else repository:tag, the tag the chart's appVersion when unset (a release's images carry it). */}}
 {{- define "mpi-operator.image" -}}
-{{- if .digest }}{{ .repository }}@{{ .digest }}{{ else }}{{ .repository }}:{{ .tag }}{{ end }}
+{{- $image := index . 0 }}{{ $chart := index . 1 }}
+{{- if $image.digest }}{{ $image.repository }}@{{ $image.digest }}
+{{- else }}{{ $image.repository }}:{{ $image.tag | default $chart.AppVersion }}{{ end }}
 {{- end }}
 
 {{/* The pod template's metadata of COMPONENT (webhook or reconciler): its podLabels under the chart's LABELS (the

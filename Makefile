@@ -44,6 +44,7 @@ help:
 	@echo "  make helm          Helm, for the chart tests and helm install from a checkout"
 	@echo "  make promtool      promtool (Debian's prometheus package), for the alert-rule tests"
 	@echo "  make images REGISTRY=host[:port]/path [TAG=...] [INSECURE=1]  build the operator's images, push them, print how to deploy them"
+	@echo "  make release VERSION=x.y.z REGISTRY=host[:port][/path] [INSECURE=1]  cut a release: both images and the chart (OCI) pushed, digests printed (RELEASE.md)"
 	@echo "Generated files (after an API change, in this order; CONTRIBUTING.md):"
 	@echo "  make crd           regenerate deploy/crds/ and deploy/components/api-v2/ (and the Helm chart's copies)"
 	@echo "  make chart         copy the CRD, its v2 patch, the fixed RBAC and the alert rules of deploy/ into deploy/chart/mpi-operator"
@@ -119,6 +120,15 @@ debian-images:
 .PHONY: images
 images:
 	@REGISTRY="$(REGISTRY)" TAG="$(TAG)" INSECURE="$(INSECURE)" bash hack/build/push-operator-images.sh
+
+# A release (RELEASE.md): `make release VERSION=x.y.z REGISTRY=host[:port][/path] [INSECURE=1]` refuses unless
+# VERSION is pyproject.toml's version, CHANGELOG.md has its section and the checkout is clean (UNCHECKED=1 skips
+# those checks: test releases only); then pushes both images tagged x.y.z and the chart to oci://REGISTRY/charts
+# (hack/build/release.sh) and prints their digests.
+.PHONY: release
+release:
+	@VERSION="$(VERSION)" REGISTRY="$(REGISTRY)" INSECURE="$(INSECURE)" UNCHECKED="$(UNCHECKED)" \
+	  bash hack/build/release.sh
 
 e2e: $(STAMP) node-images jobset cert-manager
 	$(VENV)/bin/pytest tests/e2e

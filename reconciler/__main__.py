@@ -96,7 +96,26 @@ def _stop_on_signals() -> asyncio.Event:
 
 
 class _CrdMissingError(Exception):
-    pass
+    """MPIJobs are not served by a ready API server; ``why`` explains a known cause (else upstream's line alone)."""
+
+    def __init__(self, why: str = "") -> None:
+        super().__init__(why)
+        self.why = why
+
+
+TRAINING_OPERATOR_CRD = (
+    "mpijobs.kubeflow.org serves kubeflow.org/v1 only: that is Kubeflow Training Operator v1's MPIJob CRD, not this "
+    "operator's (kubeflow.org/v2beta1), and the API server refuses one over the other while v1 MPIJobs are stored. "
+    'Choose one operator for MPIJobs: docs/migration.md, "Kubeflow Training Operator v1"')
+
+
+async def _training_operator_crd(client: KubeClient) -> bool:
+    """Whether kubeflow.org/v1 serves MPIJobs (discovery, readable by every authenticated user)."""
+    try:
+        served = await client.request("GET", "/apis/kubeflow.org/v1")
+    except ApiError:
+        return False
+    return any(resource.get("name") == "mpijobs" for resource in served.get("resources") or [])
 
 
 async def _wait_for_api(client: KubeClient, namespace: str, host: str, health: Health, stop: asyncio.Event) -> bool:
@@ -113,7 +132,7 @@ async def _wait_for_api(client: KubeClient, namespace: str, host: str, health: H
             if reason is not None:
                 raise Unavailable(reason) from None
             if isinstance(error, ApiError) and error.not_found:
-                raise _CrdMissingError from None
+                raise _CrdMissingError(TRAINING_OPERATOR_CRD if await _training_operator_crd(client) else "") from None
             if isinstance(error, ApiError):
                 raise StartupError(f"the API server at {host} refused to list MPIJobs: {error}") from None
             if isinstance(error, aiohttp.ClientError | OSError):
@@ -278,7 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StartupError as error:
         print(f"python -m reconciler: error: {error}", file=sys.stderr)
         return 1
-    except _CrdMissingError:
+    except _CrdMissingError as error:
+        if error.why:
+            logger.error(error.why)
         logger.error("CRD doesn't exist. Exiting")
         return 1
 

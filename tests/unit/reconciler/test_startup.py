@@ -24,7 +24,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from reconciler.__main__ import _CrdMissingError, _wait_for_api
+from reconciler.__main__ import TRAINING_OPERATOR_CRD, _CrdMissingError, _wait_for_api
 from reconciler.runtime.client import ApiError, KubeClient, StartupError
 from reconciler.runtime.health import Health
 from reconciler.runtime.startup import ApiWait, Backoff, Unavailable, readyz_problem, transient_reason
@@ -48,8 +48,9 @@ class FakeApi:
     """Scripted answers: ``mpijobs`` and ``readyz`` are lists of (status, body) consumed one per request (the
     last one repeats)."""
 
-    def __init__(self, mpijobs: list[tuple[int, Any]], readyz: list[tuple[int, str]] | None = None) -> None:
-        self.mpijobs, self.readyz = mpijobs, readyz or [(200, "ok")]
+    def __init__(self, mpijobs: list[tuple[int, Any]], readyz: list[tuple[int, str]] | None = None,
+                 v1: tuple[int, Any] = (404, {})) -> None:
+        self.mpijobs, self.readyz, self.v1 = mpijobs, readyz or [(200, "ok")], v1
         self.calls: list[str] = []
 
     @staticmethod
@@ -66,9 +67,15 @@ class FakeApi:
         status, body = self._next(self.readyz)
         return web.Response(status=status, text=body)
 
+    async def discover_v1(self, _: web.Request) -> web.Response:
+        self.calls.append("kubeflow.org/v1")
+        status, body = self.v1
+        return web.json_response(body, status=status)
+
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_get(MPIJOBS, self.list_mpijobs)
+        app.router.add_get("/apis/kubeflow.org/v1", self.discover_v1)
         app.router.add_get("/readyz", self.ready)
         return app
 
@@ -229,17 +236,31 @@ async def test_mpijobs_not_served_while_the_api_server_starts_are_waited_for() -
     assert health.not_ready() == []
 
 
-@pytest.mark.parametrize(("answer", "error", "message"), [
-    pytest.param(NOT_FOUND, _CrdMissingError, None, id="CRD missing"),
+@pytest.mark.parametrize(("answer", "error", "message", "calls"), [
+    pytest.param(NOT_FOUND, _CrdMissingError, None, ["mpijobs", "readyz", "kubeflow.org/v1"], id="CRD missing"),
     pytest.param(FORBIDDEN, StartupError, "the API server at https://api refused to list MPIJobs: 403 Forbidden",
-                 id="RBAC"),
+                 ["mpijobs", "readyz"], id="RBAC"),
 ])
 async def test_misconfiguration_fails_at_once(answer: tuple[int, Any], error: type[Exception],
-                                              message: str | None) -> None:
+                                              message: str | None, calls: list[str]) -> None:
     api = FakeApi([answer])
     with pytest.raises(error, match=re.escape(message) if message else None):
         await wait_with(api)
-    assert api.calls == ["mpijobs", "readyz"]
+    assert api.calls == calls
+
+
+TRAINING_OPERATOR_V1 = (200, {"kind": "APIResourceList", "groupVersion": "kubeflow.org/v1", "resources": [
+    {"name": "mpijobs", "namespaced": True, "kind": "MPIJob"}, {"name": "mpijobs/status", "kind": "MPIJob"}]})
+
+
+async def test_the_training_operators_crd_is_named_as_the_reason() -> None:
+    """Kubeflow Training Operator v1's CRD has the same name and serves kubeflow.org/v1 only: said, then upstream's
+    line."""
+    api = FakeApi([NOT_FOUND], v1=TRAINING_OPERATOR_V1)
+    with pytest.raises(_CrdMissingError) as raised:
+        await wait_with(api)
+    assert raised.value.why == TRAINING_OPERATOR_CRD
+    assert api.calls == ["mpijobs", "readyz", "kubeflow.org/v1"]
 
 
 # ---- the process
@@ -316,7 +337,7 @@ async def test_the_process_exits_on_a_missing_crd_once_the_api_server_is_ready(t
         _, stderr = await asyncio.wait_for(process.communicate(), 60)
     log = stderr.decode()
     assert process.returncode == 1, log
-    assert api.calls == ["mpijobs", "readyz"] * 3
+    assert api.calls == ["mpijobs", "readyz"] * 3 + ["kubeflow.org/v1"]
     assert sum('msg="waiting for the API server"' in line for line in log.splitlines()) == 2
     assert log.splitlines()[-1].endswith('msg="CRD doesn\'t exist. Exiting"'), log
     assert "Traceback" not in log

@@ -58,9 +58,9 @@ async def ensure_service(ctx: JobContext) -> None:
 
 def running_workers(ctx: JobContext) -> list[JSONDict]:
     """Worker pods (of any index) in phase Running: what ``discover_hosts.sh`` lists."""
-    selector = names.role_selector(ctx.name, c.ROLE_WORKER)
+    selector, uid = names.role_selector(ctx.name, c.ROLE_WORKER), ctx.uid
     return [p for p in ctx.shared.caches.pods.select(ctx.namespace, selector)
-            if phase(p) == "Running" and is_controlled_by(p, ctx.uid)]
+            if phase(p) == "Running" and is_controlled_by(p, uid)]
 
 
 async def ensure_config_map(ctx: JobContext) -> None:

@@ -27,11 +27,17 @@ from shared.jsondict import JSONDict
 T = TypeVar("T")
 
 
-def worker_index(job_name: str, pod_name: str) -> int | None:
-    """The index in ``<job>-worker-<i>`` (the name, unlike the shifted label, never lies)."""
-    prefix = names.worker_name(job_name, 0)[:-1]
+def worker_index(job_name: str, pod_name: str, prefix: str = "") -> int | None:
+    """The index in ``<job>-worker-<i>`` (the name, unlike the shifted label, never lies); ``prefix``, when given,
+    is ``worker_prefix(job_name)``, computed once for many pods."""
+    prefix = prefix or worker_prefix(job_name)
     suffix = pod_name[len(prefix):] if pod_name.startswith(prefix) else ""
     return int(suffix) if suffix.isdigit() else None
+
+
+def worker_prefix(job_name: str) -> str:
+    """``<job>-worker-``: a worker's name without its index."""
+    return names.worker_name(job_name, 0)[:-1]
 
 
 def owned_workers(ctx: JobContext) -> list[JSONDict]:
@@ -84,8 +90,11 @@ async def _delete(ctx: JobContext, pod: JSONDict) -> None:
 
 async def scale_down(ctx: JobContext) -> None:
     """Delete owned workers whose index is at or beyond the replica count, highest index first."""
-    extra = [(index, p) for p in owned_workers(ctx) if (index := worker_index(ctx.name, meta(p)["name"])) is not None
-             and index >= ctx.worker_replicas and _deletable(ctx, p)]
+    job_name, uid, replicas = ctx.name, ctx.uid, ctx.worker_replicas
+    selector, prefix = names.role_selector(job_name, c.ROLE_WORKER), worker_prefix(job_name)
+    extra = [(index, p) for p in ctx.shared.caches.pods.select(ctx.namespace, selector)  # the index first: cheapest
+             if (index := worker_index(job_name, meta(p)["name"], prefix)) is not None and index >= replicas
+             and is_controlled_by(p, uid) and _deletable(ctx, p)]
     await _concurrently(ctx, (partial(_delete, ctx, p) for _, p in sorted(extra, key=lambda item: -item[0])))
 
 
@@ -107,14 +116,17 @@ def _existing_workers(ctx: JobContext) -> tuple[dict[int, JSONDict], list[int]]:
     first foreign pod, after creating the ones before it)."""
     found: dict[int, JSONDict] = {}
     missing = []
+    # read once, not once a worker: a sync of a 10,000-worker job runs this loop 10,000 times
+    job_name, namespace, uid = ctx.name, ctx.namespace, ctx.uid
+    pods, expectations = ctx.shared.caches.pods, ctx.record.expectations
     for index in range(ctx.worker_replicas):
-        name = names.worker_name(ctx.name, index)
-        pod = ctx.shared.caches.pods.get(ctx.namespace, name)
+        name = names.worker_name(job_name, index)
+        pod = pods.get(namespace, name)
         if pod is not None:
-            ctx.record.expectations.observed(ctx.namespace, name)
-            found[index] = ensure_controlled(ctx, pod, PODS)
-        elif ctx.record.expectations.pending(ctx.namespace, name):
-            found[index] = {"metadata": {"name": name, "namespace": ctx.namespace}, "status": {}}
+            expectations.observed(namespace, name)
+            found[index] = pod if is_controlled_by(pod, uid) else ensure_controlled(ctx, pod, PODS)
+        elif expectations.pending(namespace, name):
+            found[index] = {"metadata": {"name": name, "namespace": namespace}, "status": {}}
         else:
             missing.append(index)
     return found, missing

@@ -143,7 +143,9 @@ async def test_each_term_has_its_own_caches_queue_and_bookkeeping() -> None:
     assert len(second.reconciler.shared.book) == 0, "no job's record"
     assert len(second.queue) == 0
     assert metrics.registry.get_sample_value("mpi_operator_workqueue_depth") == 0.0
-    assert second.reconciler.shared.settler.requeue == second.queue.add_after  # not the old queue's
+    second.reconciler.shared.settler.requeue("ns/a", 1.0)  # through the job's window (controller.py): this queue's
+    assert second.queue.scheduled("ns/a")
+    assert not first.queue.scheduled("ns/a")
     assert second.reconciler.shared.requeue == second.queue.add_after
     assert second.reconciler.metrics is metrics
     await terms.end()

@@ -1,0 +1,244 @@
+"""Two releases cut by `make release` and installed from the registry the way an admin would (RELEASE.md,
+docs/operator-guide.md#install-a-released-version), on the real node.
+
+`make release VERSION=9.9.1 ... UNCHECKED=1` and then 9.9.2 (UNCHECKED: neither is the checkout's version nor has a
+CHANGELOG section) push both images and the chart to a local registry (Debian's docker-registry, plain HTTP, the
+node's containerd told about it). The module swaps the package's kustomize-deployed operator for `helm install
+mpi-operator oci://<registry>/charts/mpi-operator --version 9.9.1` with the manual certificates and nothing about
+images: the chart's defaults name the release's images, tagged with its appVersion. A pi job runs; then, while a
+second job is held mid-run, `helm upgrade` to 9.9.2: both Deployments roll to the 9.9.2 images (the pods' imageIDs
+are the digests the release printed), the new reconciler takes the job over and it succeeds with the same pods.
+At the end the release is uninstalled and the package's operator deployed with kustomize again, however the
+tests end. The tests run in the order of this file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from hack.devcluster import HarnessError
+from hack.devcluster.binaries import REPO_ROOT
+from hack.devcluster.helm import RELEASE, RELEASE_NAMESPACE, find_helm, helm, value_flags
+from hack.devcluster.mpijobs import JSON, conditions, diagnostics, launcher_log, wait_finished
+from hack.devcluster.operator_deploy import (
+    NAMESPACE,
+    RECONCILER,
+    WEBHOOK,
+    adopt_crd,
+    certificates,
+    deploy,
+    helm_uninstall,
+    lease_holder,
+    remove,
+    wait_ready,
+)
+from hack.devcluster.realnode import RealNodeCluster
+from hack.devcluster.registry import ADDRESS, LocalRegistry
+from hack.devcluster.wait import wait_for
+from tests.e2e.held import held_pi, is_running, job_pods, launcher_job_uid, let_go, running_pods, wait_held
+from tests.e2e.jobs import apply, assert_pi, reconciler_syncs, run_to_success, upstream_pi
+
+VERSIONS = ("9.9.1", "9.9.2")
+DEPLOYMENTS = {WEBHOOK: "webhook", RECONCILER: "reconciler"}  # Deployment: its image's component
+HELM_CONFIG = "application/vnd.cncf.helm.config.v1+json"  # the config media type of a chart pushed by helm
+
+
+@dataclass(frozen=True)
+class Released:
+    """What `make release` printed for one version: component (webhook, reconciler, chart) -> ref@digest."""
+    version: str
+    references: dict[str, str]
+
+    def digest(self, component: str) -> str:
+        return self.references[component].rsplit("@", 1)[1]
+
+    def image(self, component: str) -> str:
+        return self.references[component].rsplit("@", 1)[0]
+
+
+@dataclass(frozen=True)
+class Setup:
+    helm: Path
+    registry: LocalRegistry
+    releases: dict[str, Released]
+    flags: list[str]  # the admin's values: the manual certificates, nothing about images
+
+
+def make_release(registry: LocalRegistry, version: str) -> Released:
+    """`make release` as a maintainer runs it (UNCHECKED=1: a test version); what it printed."""
+    result = subprocess.run(["make", "-s", "release", f"VERSION={version}", f"REGISTRY={registry.host}",
+                             "INSECURE=1", "UNCHECKED=1"], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
+                            timeout=900, check=False)
+    assert result.returncode == 0, result.stdout
+    lines = [line.split("=", 1) for line in result.stdout.splitlines()
+             if line.startswith(("webhook=", "reconciler=", "chart="))]
+    assert [name for name, _ in lines] == ["webhook", "reconciler", "chart"], result.stdout
+    assert "Architectures: linux/" in result.stdout, result.stdout  # what was built, and why not the other
+    return Released(version, dict(lines))
+
+
+def manifest_digest(registry: LocalRegistry, repository: str, tag: str) -> tuple[str, JSON]:
+    """The digest (sha256 of the stored bytes) and content of the OCI manifest REPOSITORY:TAG."""
+    request = urllib.request.Request(f"http://{registry.host}/v2/{repository}/manifests/{tag}",
+                                     headers={"Accept": "application/vnd.oci.image.manifest.v1+json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = response.read()
+    manifest: JSON = json.loads(body)
+    return f"sha256:{hashlib.sha256(body).hexdigest()}", manifest
+
+
+def oci_chart(setup: Setup) -> str:
+    return f"oci://{setup.registry.host}/charts/mpi-operator"
+
+
+def operator_pods(cluster: RealNodeCluster, deployment: str) -> list[JSON]:
+    """Deployment's pods, those being deleted included."""
+    pods: list[JSON] = cluster.rest.get(
+        f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app.kubernetes.io/name={deployment}")["items"]
+    return pods
+
+
+def runs_release(cluster: RealNodeCluster, released: Released) -> dict[str, list[str]] | None:
+    """Both Deployments rolled out on RELEASED's images: as many pods as replicas, none other left, each Ready and
+    running the image by the digest the release printed; the reconciler's pod holds the Lease. Pod names by
+    Deployment, else None."""
+    names: dict[str, list[str]] = {}
+    for deployment, component in DEPLOYMENTS.items():
+        dep = cluster.rest.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{deployment}")
+        status, pods = dep.get("status") or {}, operator_pods(cluster, deployment)
+        if not (status.get("observedGeneration") == dep["metadata"]["generation"]
+                and status.get("updatedReplicas") == status.get("availableReplicas") == dep["spec"]["replicas"]
+                == len(pods)):
+            return None
+        for pod in pods:
+            statuses = (pod.get("status") or {}).get("containerStatuses") or [{}]
+            image = released.image(component)
+            if (pod["metadata"].get("deletionTimestamp") or pod["spec"]["containers"][0]["image"] != image
+                    or not statuses[0].get("ready")
+                    or statuses[0].get("imageID") != f"{image.rsplit(':', 1)[0]}@{released.digest(component)}"):
+                return None
+        names[deployment] = sorted(p["metadata"]["name"] for p in pods)
+    (reconciler,) = names[RECONCILER]
+    return names if lease_holder(cluster).startswith(reconciler + "_") else None
+
+
+def wait_runs_release(cluster: RealNodeCluster, released: Released) -> dict[str, list[str]]:
+    names = wait_for(lambda: runs_release(cluster, released), 300, 1,
+                     what=f"the operator rolled out on release {released.version}'s images")
+    assert names is not None
+    return names
+
+
+def listed(setup: Setup, cluster: RealNodeCluster) -> list[tuple[str, str, str]]:
+    """`helm list`: (name, chart, app version) of each release."""
+    out = helm(setup.helm, "list", f"--namespace={RELEASE_NAMESPACE}", "--output=json", kubeconfig=cluster.kubeconfig)
+    return [(r["name"], r["chart"], r["app_version"]) for r in json.loads(out)]
+
+
+@pytest.fixture(scope="module")
+def setup(real_cluster: RealNodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    """The two releases in a local registry the node pulls from; the package's operator removed (the CRD kept)
+    and 9.9.1 installed from the registry in its place; afterwards the release uninstalled and the operator
+    deployed with kustomize again."""
+    try:
+        binary = find_helm()
+    except HarnessError as exc:
+        pytest.skip(f"helm is not available: {exc}")
+    work_dir = tmp_path_factory.mktemp("release")
+    real_cluster.forget_images(f"{ADDRESS}:")  # names left by earlier runs' registries (other ports)
+    try:
+        with LocalRegistry(work_dir / "registry") as registry, \
+                real_cluster.registry_configured(registry.host, plain_http=True):
+            releases = {version: make_release(registry, version) for version in VERSIONS}
+            certs = certificates(work_dir / "webhook-certs")
+            flags = value_flags({"certificates.mode": "manual"}, files={
+                "certificates.manual.caBundle": certs / "ca-bundle.b64",
+                "certificates.manual.tlsCrt": certs / "tls.crt", "certificates.manual.tlsKey": certs / "tls.key"})
+            setup = Setup(binary, registry, releases, flags)
+            remove(real_cluster, work_dir / "kustomize")
+            try:
+                adopt_crd(real_cluster)  # docs/operator-guide.md#with-helm: the CRD applied before, adopted
+                helm(binary, "install", RELEASE, oci_chart(setup), "--version", VERSIONS[0], "--plain-http",
+                     f"--namespace={RELEASE_NAMESPACE}", *flags, kubeconfig=real_cluster.kubeconfig)
+                wait_ready(real_cluster)
+                yield setup
+            finally:
+                if RELEASE in helm(binary, "list", f"--namespace={RELEASE_NAMESPACE}", "--short",
+                                   kubeconfig=real_cluster.kubeconfig).split():
+                    helm_uninstall(real_cluster, binary)
+                deploy(real_cluster, work_dir / "kustomize-again")
+    finally:
+        real_cluster.forget_images(f"{ADDRESS}:")
+
+
+def test_make_release_pushes_both_versions_with_their_digests(setup: Setup) -> None:
+    registry = setup.registry
+    for component in ("webhook", "reconciler"):
+        assert sorted(registry.tags(f"mpijob-{component}")) == list(VERSIONS)
+    assert sorted(registry.tags("charts/mpi-operator")) == list(VERSIONS)
+    for version, released in setup.releases.items():
+        for component in ("webhook", "reconciler"):
+            assert released.image(component) == f"{registry.host}/mpijob-{component}:{version}"
+        assert released.image("chart") == f"{oci_chart(setup)}:{version}"
+        digest, manifest = manifest_digest(registry, "charts/mpi-operator", version)
+        assert (digest, manifest["config"]["mediaType"]) == (released.digest("chart"), HELM_CONFIG)
+    first, second = (setup.releases[v] for v in VERSIONS)
+    # each release's images carry its version (a label): digests of their own
+    assert all(first.digest(c) != second.digest(c) for c in ("webhook", "reconciler", "chart"))
+
+
+def test_helm_install_of_a_version_from_the_registry_runs_a_job(real_cluster: RealNodeCluster, setup: Setup,
+                                                               namespace: str) -> None:
+    assert listed(setup, real_cluster) == [(RELEASE, f"mpi-operator-{VERSIONS[0]}", VERSIONS[0])]
+    names = wait_runs_release(real_cluster, setup.releases[VERSIONS[0]])
+    assert {d: len(pods) for d, pods in names.items()} == {
+        d: real_cluster.rest.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{d}")["spec"]["replicas"]
+        for d in DEPLOYMENTS}
+    pulls = setup.registry.manifest_pulls("mpijob-reconciler")
+    assert any(agent.startswith("containerd/") for _, _, agent in pulls), pulls  # pulled by the node
+
+    log, took = run_to_success(real_cluster, namespace, upstream_pi("openmpi", "pi"))
+    assert_pi(log, ["pi-worker-0", "pi-worker-1"])
+    print(f"\npi under release {VERSIONS[0]}: Succeeded in {took:.1f} s")
+
+
+def test_helm_upgrade_to_the_next_version_while_a_job_runs(real_cluster: RealNodeCluster, setup: Setup,
+                                                          namespace: str) -> None:
+    old = wait_runs_release(real_cluster, setup.releases[VERSIONS[0]])
+    apply(real_cluster, namespace, held_pi("pi"))
+    before = wait_held(real_cluster, namespace, "pi")
+    wait_for(lambda: is_running(real_cluster, namespace, "pi"), 60, 0.5, what="the job's Running condition")
+    launcher = launcher_job_uid(real_cluster, namespace, "pi")
+
+    began = time.monotonic()
+    helm(setup.helm, "upgrade", RELEASE, oci_chart(setup), "--version", VERSIONS[1], "--plain-http",
+         f"--namespace={RELEASE_NAMESPACE}", *setup.flags, kubeconfig=real_cluster.kubeconfig)
+    new = wait_runs_release(real_cluster, setup.releases[VERSIONS[1]])
+    print(f"\nhelm upgrade {VERSIONS[0]} -> {VERSIONS[1]}: rolled out, the new reconciler leading, in "
+          f"{time.monotonic() - began:.1f} s")
+    assert {d: len(pods) for d, pods in new.items()} == {d: len(pods) for d, pods in old.items()}
+    assert all(not set(new[d]) & set(old[d]) for d in DEPLOYMENTS), (old, new)  # every pod replaced
+    assert listed(setup, real_cluster) == [(RELEASE, f"mpi-operator-{VERSIONS[1]}", VERSIONS[1])]
+
+    # The new reconciler has seen the job and kept it as it was.
+    wait_for(lambda: reconciler_syncs(real_cluster, namespace, "pi") > 0, 60, 0.5,
+             what="the new reconciler syncing the running job")
+    assert running_pods(real_cluster, namespace, "pi") == before
+    assert launcher_job_uid(real_cluster, namespace, "pi") == launcher
+    assert is_running(real_cluster, namespace, "pi")
+
+    let_go(real_cluster, namespace, "pi")
+    outcome, final = wait_finished(real_cluster, namespace, "pi", timeout=180)
+    assert outcome == "Succeeded", f"{conditions(final)}\n{diagnostics(real_cluster, namespace)}"
+    assert_pi(launcher_log(real_cluster, namespace, "pi"), ["pi-worker-0", "pi-worker-1"])
+    assert set(job_pods(real_cluster, namespace, "pi").items()) <= set(before.items()), "no pod made twice"
+    assert final["status"]["replicaStatuses"]["Launcher"] == {"succeeded": 1}

@@ -133,7 +133,8 @@ def render_v2(docs: list[TypeDoc], schema: Schema) -> str:
         for f in doc.fields:
             field_node = crd_node(schema, f.path) or {}
             item = field_node.get("items") or {}
-            facts = Facts(values=tuple(field_node.get("enum") or item.get("enum") or ()))
+            facts = Facts(values=tuple(field_node.get("enum") or item.get("enum") or ()),
+                          required=f.name in (node.get("required") or ()))
             if "default" in field_node:
                 facts.defaults[""] = field_node["default"]
                 facts.set_by.add("API server")

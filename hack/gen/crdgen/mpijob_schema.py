@@ -108,7 +108,9 @@ def scheduling_policy_schema() -> Schema:
         {
             "minAvailable": field(
                 "integer", "Minimum number of pods that must be schedulable together (the PodGroup's "
-                "minMember). Defaults to the number of workers plus one (the launcher).", format="int32"),
+                "minMember). Defaults to the number of workers plus one (the launcher); with launcherCreationPolicy "
+                "WaitForWorkersReady, to the number of workers (the launcher starts once they are Ready).",
+                format="int32"),
             "queue": field(
                 "string", "volcano queue of the PodGroup. Falls back to the MPIJob annotation "
                 "scheduling.volcano.sh/queue-name; ignored by scheduler-plugins."),

@@ -7,14 +7,17 @@
 #      own) and pushes them as $REGISTRY/mpijob-webhook:x.y.z and $REGISTRY/mpijob-reconciler:x.y.z;
 #   2. packages the chart (`helm package`, version and appVersion x.y.z, image repositories set to the pushed
 #      ones; the tags default to appVersion) and pushes it with `helm push` to oci://$REGISTRY/charts;
-#   3. prints each image's and the chart's digest, and the architectures built (arm64 is not: RELEASE.md).
+#   3. pushes a software bill of materials of each image (hack/build/sbom.py: SPDX JSON of its Debian and Python
+#      packages) beside it, tagged sha256-<image digest hex>.sbom;
+#   4. prints each image's, SBOM's and the chart's digest, and the architectures built (arm64 is not: RELEASE.md).
 #
 #   VERSION    required: x.y.z[-pre] (SemVer, as Helm requires of a chart version)
 #   REGISTRY   required: host[:port][/path]; `skopeo login`/`helm registry login` first where it needs credentials
 #   INSECURE   1: the registry speaks plain HTTP or has an untrusted certificate (a local test registry)
 #   UNCHECKED  1: skip the three checks (version source, CHANGELOG section, clean checkout): test releases only
-# stdout: the summary, ending with the lines `webhook=<ref>@<digest>`, `reconciler=<ref>@<digest>` and
-# `chart=oci://<registry>/charts/mpi-operator:<version>@<digest>`; progress goes to stderr.
+# stdout: the summary, ending with the lines `webhook=<ref>@<digest>`, `reconciler=<ref>@<digest>`,
+# `chart=oci://<registry>/charts/mpi-operator:<version>@<digest>`, `webhook-sbom=<ref>@<digest>` and
+# `reconciler-sbom=<ref>@<digest>`; progress goes to stderr.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -50,6 +53,7 @@ if (( ${#problems[@]} )); then
 fi
 
 command -v buildah >/dev/null || bash "$HERE/apt-install.sh" buildah
+command -v skopeo >/dev/null || bash "$HERE/apt-install.sh" skopeo
 helm="$(bash "$HERE/build-helm.sh" | tail -1)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -58,9 +62,30 @@ tls=(--tls-verify=true); helm_tls=()
 revision="$(git -C "$ROOT" rev-parse HEAD)"
 arch="$(buildah info --format '{{.host.arch}}' 2>/dev/null || dpkg --print-architecture)"
 
+# FILE pushed as a one-layer OCI artifact of MEDIA_TYPE to REFERENCE (an OCI image layout written here, copied
+# by skopeo), its manifest's digest written to DIGEST_FILE.
+push_artifact() {
+  local file=$1 media_type=$2 reference=$3 digest_file=$4 layout config layer manifest
+  layout="$(mktemp -d -p "$work")"; mkdir -p "$layout/blobs/sha256"
+  blob() { local h; h="$(sha256sum "$1" | cut -d' ' -f1)"; cp "$1" "$layout/blobs/sha256/$h"; echo "$h"; }
+  printf '{}' >"$layout/config"; config="$(blob "$layout/config")"; layer="$(blob "$file")"
+  printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"%s",%s,%s}' \
+    "$media_type" \
+    "\"config\":{\"mediaType\":\"application/vnd.oci.empty.v1+json\",\"digest\":\"sha256:$config\",\"size\":2}" \
+    "\"layers\":[{\"mediaType\":\"$media_type\",\"digest\":\"sha256:$layer\",\"size\":$(stat -c %s "$file"),\"annotations\":{\"org.opencontainers.image.title\":\"$(basename "$file")\"}}]" \
+    >"$layout/manifest"
+  manifest="$(blob "$layout/manifest")"
+  printf '{"imageLayoutVersion":"1.0.0"}' >"$layout/oci-layout"
+  printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"org.opencontainers.image.ref.name":"artifact"}}]}' \
+    "$manifest" "$(stat -c %s "$layout/manifest")" >"$layout/index.json"
+  log "skopeo copy $(basename "$file") -> $reference"
+  skopeo copy --quiet --preserve-digests "--dest-${tls[0]#--}" --digestfile "$digest_file" \
+    "oci:$layout:artifact" "docker://$reference" >&2
+}
+
 # 1. The images: the cached build of this checkout, with the release's labels, pushed under the version's tag.
 images="$(bash "$HERE/build-operator-images.sh" | tail -1)"
-declare -A ref digest
+declare -A ref digest sbom sbom_digest
 for component in webhook reconciler; do
   archive="$(ls -t "$images"/operator-"$component"-*.tar | head -1)"
   ref[$component]="$REGISTRY/mpijob-$component:$VERSION"
@@ -75,6 +100,14 @@ for component in webhook reconciler; do
     "docker://${ref[$component]}" >&2
   buildah rmi "$local_name" >/dev/null
   digest[$component]="$(cat "$work/$component.digest")"
+  # Its software bill of materials (hack/build/sbom.py, SPDX JSON), pushed beside it as an OCI artifact under
+  # the tag sha256-<hex>.sbom (cosign's convention for what belongs to a digest).
+  sbom_file="$work/mpijob-$component-$VERSION.spdx.json"
+  (cd "$ROOT" && python3 -m hack.build.sbom --archive "$archive" --image "${ref[$component]}" \
+    --digest "${digest[$component]}" --out "$sbom_file")
+  sbom[$component]="$REGISTRY/mpijob-$component:${digest[$component]/:/-}.sbom"
+  push_artifact "$sbom_file" application/spdx+json "${sbom[$component]}" "$work/$component.sbom.digest"
+  sbom_digest[$component]="$(cat "$work/$component.sbom.digest")"
 done
 
 # Only this machine's architecture: the images' base (build-images.sh) is a Debian tree made by mmdebstrap for
@@ -109,6 +142,10 @@ Released $VERSION (commit $revision):
   ${ref[webhook]}  (${digest[webhook]})
   ${ref[reconciler]}  (${digest[reconciler]})
   $chart  (${chart_digest})
+SBOMs (SPDX JSON, beside each image):
+  ${sbom[webhook]}  (${sbom_digest[webhook]})
+  ${sbom[reconciler]}  (${sbom_digest[reconciler]})
+Not signed (RELEASE.md).
 Architectures: linux/$arch only; linux/$other not built: $why.
 
 Install it (docs/operator-guide.md#install-a-released-version):
@@ -117,4 +154,6 @@ Install it (docs/operator-guide.md#install-a-released-version):
 webhook=${ref[webhook]}@${digest[webhook]}
 reconciler=${ref[reconciler]}@${digest[reconciler]}
 chart=$chart@$chart_digest
+webhook-sbom=${sbom[webhook]}@${sbom_digest[webhook]}
+reconciler-sbom=${sbom[reconciler]}@${sbom_digest[reconciler]}
 EOF

@@ -12,7 +12,8 @@ others created running. For each job:
 Kubernetes timestamps (pod conditions' lastTransitionTime, creationTimestamp, the MPIJob's conditions) have 1 s
 resolution, so each figure is also taken from finer sources: the arrival times of the benchmark's own watch events
 (a worker's first event with Ready=True, the launcher pod's first event, the launcher Job's first event with
-``suspend`` unset) and of the answers to its own POST and resume PATCH. Both ends of (a) come through the same pod
+``suspend`` unset, each worker's first ready endpoint in an EndpointSlice: its DNS name) and of the answers to its
+own POST and resume PATCH. Both ends of (a) come through the same pod
 watch, so its lag cancels out. The reconciler's ``mpi_operator_launcher_gated_seconds`` (count and sum, scraped
 through the API server's pod proxy before and after) is kept as a cross-check: it times the whole wait (from
 ``WaitingForWorkers`` to the release), from its own 1 s status timestamps.

@@ -20,7 +20,7 @@ def test_the_page_summary_is_the_rendering_of_the_committed_results() -> None:
         "docs/benchmarks.md's summary differs from hack/bench/results/*.json: run python -m hack.bench.doc")
 
 
-@pytest.mark.parametrize("name", ["peer", "webhook", "scale"])
+@pytest.mark.parametrize("name", ["peer", "webhook", "scale", "gating"])
 def test_each_results_file_says_which_run_it_holds(name: str) -> None:
     data = benchdoc.load(name)
     assert data["benchmark"] == name

@@ -4,7 +4,7 @@ Debian trixie's Prometheus (2.53, the `prometheus` package; bookworm's 2.42 is b
 discovery) runs as a pod on the real node, from the image hack/build/build-images.sh makes of that package
 (`make node-images`), under the ServiceAccount and the one Role of deploy/monitoring/prometheus-rbac.yaml. Its
 prometheus.yml is a scrape interval, deploy/monitoring/prometheus-rules.yaml as its rule file and
-deploy/monitoring/prometheus-scrape.yaml appended verbatim (in-cluster Kubernetes SD, role endpoints); the
+deploy/monitoring/prometheus-scrape.yaml appended verbatim (in-cluster Kubernetes SD, role endpointslice); the
 webhook's CA (the caBundle of its configurations) is where that file names it, /etc/prometheus/mpijob-webhook-ca.crt.
 The reconciler is scraped through deploy/monitoring/reconciler-metrics-service.yaml, the webhook through its own
 Service's https port.
@@ -227,11 +227,12 @@ def test_prometheus_scrapes_the_operator_and_the_dashboard_and_alerts_see_a_job(
     assert scraped == {"http:", "https:"}, scraped  # the webhook over TLS, checked against its CA and name
     # it did so with no more than prometheus-rbac.yaml grants: list/watch in mpi-operator, nothing else
     account = f"--as=system:serviceaccount:{PROMETHEUS_NAMESPACE}:prometheus"
-    for verb, resource, where, allowed in [("watch", "endpoints", "-n=mpi-operator", "yes"),
+    for verb, resource, where, allowed in [("watch", "endpointslices.discovery.k8s.io", "-n=mpi-operator", "yes"),
                                            ("list", "pods", "-n=mpi-operator", "yes"),
                                            ("get", "secrets", "-n=mpi-operator", "no"),
+                                           ("list", "endpoints", "-n=mpi-operator", "no"),
                                            ("list", "pods", "--all-namespaces", "no"),
-                                           ("list", "endpoints", "-n=default", "no")]:
+                                           ("list", "endpointslices.discovery.k8s.io", "-n=default", "no")]:
         answer = real_cluster.kubectl("auth", "can-i", verb, resource, where, account).stdout.strip()
         assert answer == allowed, (verb, resource, where, answer)
 

@@ -116,7 +116,7 @@ def test_every_alert_has_a_threshold_that_removing_leaves_its_metrics() -> None:
         compared = without_threshold(expr)
         assert metric_names(compared) == metric_names(expr), name
         assert not re.search(r"[<>]|==|!=(?!\")", compared), (name, compared)
-    assert len(alerts()) == len(rules()) == 11
+    assert len(alerts()) == len(rules()) == 12
 
 
 def test_every_panel_query_has_its_grafana_variables_filled_in() -> None:
@@ -143,7 +143,7 @@ def test_promtool_checks_the_rules() -> None:
     result = subprocess.run([str(PROMTOOL), "check", "rules", str(RULES)], capture_output=True, text=True,
                             check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 11 rules found" in result.stdout
+    assert "SUCCESS: 12 rules found" in result.stdout
 
 
 @needs_promtool
@@ -165,6 +165,36 @@ def test_the_scrape_config_keeps_the_services_names_and_ports() -> None:
     assert services == {"mpijob-webhook": ["https"], "mpi-operator-metrics": ["metrics"]}
     assert keeps == {"mpi-operator-reconciler": "mpi-operator-metrics;metrics",
                      "mpi-operator-webhook": "mpijob-webhook;https"}
+
+
+def test_the_scrape_config_discovers_endpointslices_with_no_more_rights_than_the_rbac_example() -> None:
+    """Kubernetes service discovery through EndpointSlices (core v1 Endpoints are deprecated since 1.33), their own
+    meta labels relabelled, and a Role granting list and watch on what that role reads, in mpi-operator only."""
+    config = yaml.safe_load((MONITORING / "prometheus-scrape.yaml").read_text(encoding="utf-8"))
+    assert [sd for job in config["scrape_configs"] for sd in job["kubernetes_sd_configs"]] == [
+        {"role": "endpointslice", "namespaces": {"names": ["mpi-operator"]}}] * 2
+    sources = {label for job in config["scrape_configs"] for rule in job["relabel_configs"]
+               for label in rule["source_labels"]}
+    assert sources == {"__meta_kubernetes_service_name", "__meta_kubernetes_endpointslice_port_name",
+                       "__meta_kubernetes_pod_name", "__meta_kubernetes_namespace"}
+    objects = {(o["kind"], o["metadata"]["name"]): o
+               for o in yaml.safe_load_all((MONITORING / "prometheus-rbac.yaml").read_text(encoding="utf-8"))}
+    role = objects["Role", "prometheus-mpi-operator"]
+    assert role["metadata"]["namespace"] == "mpi-operator"
+    assert role["rules"] == [
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["services", "pods"], "verbs": ["list", "watch"]}]
+    assert objects["RoleBinding", "prometheus-mpi-operator"]["roleRef"]["name"] == "prometheus-mpi-operator"
+
+
+def test_the_restart_alert_selects_the_reconcilers_process_by_a_metric_only_it_serves() -> None:
+    """process_start_time_seconds is every Python and Go program's: the alert keeps the targets that also serve
+    mpi_operator_is_leader, which the webhook does not export."""
+    expr = alerts()["MPIOperatorReconcilerRestarting"]
+    assert expr == ("changes(process_start_time_seconds[30m]) >= 3 "
+                    "and on (job, instance) present_over_time(mpi_operator_is_leader[30m])")
+    webhook = {family.name for family in WebhookMetrics().registry.collect()}
+    assert not webhook & {"mpi_operator_is_leader", "process_start_time_seconds"}, webhook
 
 
 def test_the_dashboard_has_cluster_and_namespace_variables_with_all() -> None:

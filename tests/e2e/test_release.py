@@ -1,15 +1,16 @@
 """Two releases cut by `make release` and installed from the registry the way an admin would (RELEASE.md,
 docs/operator-guide.md#install-a-released-version), on the real node.
 
-`make release VERSION=9.9.1 ... UNCHECKED=1` and then 9.9.2 (UNCHECKED: neither is the checkout's version nor has a
-CHANGELOG section) push both images and the chart to a local registry (Debian's docker-registry, plain HTTP, the
-node's containerd told about it). The module swaps the package's kustomize-deployed operator for `helm install
-mpi-operator oci://<registry>/charts/mpi-operator --version 9.9.1` with the manual certificates and nothing about
-images: the chart's defaults name the release's images, tagged with its appVersion. A pi job runs; then, while a
-second job is held mid-run, `helm upgrade` to 9.9.2: both Deployments roll to the 9.9.2 images (the pods' imageIDs
-are the digests the release printed), the new reconciler takes the job over and it succeeds with the same pods.
-At the end the release is uninstalled and the package's operator deployed with kustomize again, however the
-tests end. The tests run in the order of this file.
+`make release VERSION=9.9.1 ... UNCHECKED=1` and then 9.9.2 (UNCHECKED: neither is the checkout's version nor has
+a CHANGELOG section) push both images, their SBOMs (each an SPDX document of that image) and the chart to a local
+registry (Debian's docker-registry, plain HTTP, the node's containerd told about it). The module swaps the
+package's kustomize-deployed operator for `helm install mpi-operator oci://<registry>/charts/mpi-operator
+--version 9.9.1` with the manual certificates and nothing about images: the chart's defaults name the release's
+images, tagged with its appVersion. A pi job runs; then, while a second job is held mid-run, `helm upgrade` to
+9.9.2: both Deployments roll to the 9.9.2 images (the pods' imageIDs are the digests the release printed), the
+new reconciler takes the job over and it succeeds with the same pods. At the end the release is uninstalled and
+the package's operator deployed with kustomize again, however the tests end. The tests run in the order of this
+file.
 """
 
 from __future__ import annotations
@@ -44,17 +45,20 @@ from hack.devcluster.operator_deploy import (
 from hack.devcluster.realnode import RealNodeCluster
 from hack.devcluster.registry import ADDRESS, LocalRegistry
 from hack.devcluster.wait import wait_for
+from hack.gen import chart as gen_chart
 from tests.e2e.held import held_pi, is_running, job_pods, launcher_job_uid, let_go, running_pods, wait_held
 from tests.e2e.jobs import apply, assert_pi, reconciler_syncs, run_to_success, upstream_pi
 
 VERSIONS = ("9.9.1", "9.9.2")
 DEPLOYMENTS = {WEBHOOK: "webhook", RECONCILER: "reconciler"}  # Deployment: its image's component
 HELM_CONFIG = "application/vnd.cncf.helm.config.v1+json"  # the config media type of a chart pushed by helm
+SPDX = "application/spdx+json"
+PRINTED = ("webhook", "reconciler", "chart", "webhook-sbom", "reconciler-sbom")  # the last lines of make release
 
 
 @dataclass(frozen=True)
 class Released:
-    """What `make release` printed for one version: component (webhook, reconciler, chart) -> ref@digest."""
+    """What `make release` printed for one version: artifact (PRINTED) -> ref@digest."""
     version: str
     references: dict[str, str]
 
@@ -80,8 +84,8 @@ def make_release(registry: LocalRegistry, version: str) -> Released:
                             timeout=900, check=False)
     assert result.returncode == 0, result.stdout
     lines = [line.split("=", 1) for line in result.stdout.splitlines()
-             if line.startswith(("webhook=", "reconciler=", "chart="))]
-    assert [name for name, _ in lines] == ["webhook", "reconciler", "chart"], result.stdout
+             if line.startswith(tuple(f"{name}=" for name in PRINTED))]
+    assert [name for name, _ in lines] == list(PRINTED), result.stdout
     assert "Architectures: linux/" in result.stdout, result.stdout  # what was built, and why not the other
     return Released(version, dict(lines))
 
@@ -94,6 +98,36 @@ def manifest_digest(registry: LocalRegistry, repository: str, tag: str) -> tuple
         body = response.read()
     manifest: JSON = json.loads(body)
     return f"sha256:{hashlib.sha256(body).hexdigest()}", manifest
+
+
+def blob(registry: LocalRegistry, repository: str, digest: str) -> bytes:
+    with urllib.request.urlopen(f"http://{registry.host}/v2/{repository}/blobs/{digest}", timeout=10) as response:
+        content: bytes = response.read()
+    assert f"sha256:{hashlib.sha256(content).hexdigest()}" == digest
+    return content
+
+
+def check_sbom(registry: LocalRegistry, released: Released, component: str) -> None:
+    """The SBOM pushed beside COMPONENT's image: tagged by the image's digest, one SPDX layer describing that
+    image, its Debian and Python packages, the project's own at its version among them."""
+    repository, digest = f"mpijob-{component}", released.digest(component)
+    tag = f"{digest.replace(':', '-')}.sbom"
+    assert released.image(f"{component}-sbom") == f"{registry.host}/{repository}:{tag}"
+    manifest_sha, manifest = manifest_digest(registry, repository, tag)
+    assert manifest_sha == released.digest(f"{component}-sbom")
+    assert (manifest["artifactType"], [layer["mediaType"] for layer in manifest["layers"]]) == (SPDX, [SPDX])
+    document = json.loads(blob(registry, repository, manifest["layers"][0]["digest"]))
+    assert (document["spdxVersion"], document["name"]) == ("SPDX-2.3", f"{released.image(component)}@{digest}")
+    root, *packages = document["packages"]
+    assert (root["name"], root["versionInfo"]) == (f"{registry.host}/{repository}", released.version)
+    assert document["relationships"] == [
+        {"spdxElementId": "SPDXRef-DOCUMENT", "relationshipType": "DESCRIBES", "relatedSpdxElement": "SPDXRef-Image"},
+        *({"spdxElementId": "SPDXRef-Image", "relationshipType": "CONTAINS", "relatedSpdxElement": p["SPDXID"]}
+          for p in packages)]
+    purls = {p["externalRefs"][0]["referenceLocator"].split("@")[0] for p in packages}
+    assert {"pkg:pypi/mpijob-operator", "pkg:pypi/pydantic", "pkg:deb/debian/python3.11"} <= purls, purls
+    ours = [p["versionInfo"] for p in packages if p["name"] == "mpijob-operator"]
+    assert ours == [gen_chart.project_version()]  # the checkout's project, as built
 
 
 def oci_chart(setup: Setup) -> str:
@@ -182,8 +216,9 @@ def setup(real_cluster: RealNodeCluster, tmp_path_factory: pytest.TempPathFactor
 
 def test_make_release_pushes_both_versions_with_their_digests(setup: Setup) -> None:
     registry = setup.registry
-    for component in ("webhook", "reconciler"):
-        assert sorted(registry.tags(f"mpijob-{component}")) == list(VERSIONS)
+    for component in ("webhook", "reconciler"):  # each version's image and, beside it, its SBOM
+        sboms = [f"{r.digest(component).replace(':', '-')}.sbom" for r in setup.releases.values()]
+        assert sorted(registry.tags(f"mpijob-{component}")) == sorted([*VERSIONS, *sboms])
     assert sorted(registry.tags("charts/mpi-operator")) == list(VERSIONS)
     for version, released in setup.releases.items():
         for component in ("webhook", "reconciler"):
@@ -191,6 +226,8 @@ def test_make_release_pushes_both_versions_with_their_digests(setup: Setup) -> N
         assert released.image("chart") == f"{oci_chart(setup)}:{version}"
         digest, manifest = manifest_digest(registry, "charts/mpi-operator", version)
         assert (digest, manifest["config"]["mediaType"]) == (released.digest("chart"), HELM_CONFIG)
+        for component in ("webhook", "reconciler"):
+            check_sbom(registry, released, component)
     first, second = (setup.releases[v] for v in VERSIONS)
     # each release's images carry its version (a label): digests of their own
     assert all(first.digest(c) != second.digest(c) for c in ("webhook", "reconciler", "chart"))

@@ -1,6 +1,7 @@
 """The controller: informers feed the caches and the work queue; workers run ``Reconciler.sync``.
 
-Child events map to the owning MPIJob (launcher Pod -> Job -> MPIJob). Outcomes: success forgets
+Child events map to the owning MPIJob (launcher Pod -> Job -> MPIJob), and wait the job's window (``window``),
+as does a large job's change of status alone. Outcomes: success forgets
 the key's backoff; an API error (a conflict too, logged quietly) or ErrResourceExists is requeued with
 the per-key exponential backoff (errors.py has the whole tree). A deleted MPIJob's record (records.py) is
 forgotten.
@@ -90,7 +91,13 @@ class Controller:
             return
         if old is not None and meta(old).get("resourceVersion") == meta(new).get("resourceVersion"):
             return
-        self.queue.add(f"{meta(new).get('namespace', '')}/{meta(new)['name']}")
+        key = f"{meta(new).get('namespace', '')}/{meta(new)['name']}"
+        if old is not None and (window := self.window(new)) > self.child_event_delay and _same(
+                _without_status(old), _without_status(new)):
+            # a large job's status changed (mostly by its own sync's write): synced with its children's events
+            self.queue.add_after(key, window)
+            return
+        self.queue.add(key)
 
     def _forget(self, job: JSONDict) -> None:
         """A deleted job's record goes with it: a job re-created under its name (another UID) starts afresh."""
@@ -205,6 +212,10 @@ def worker_count(job: JSONDict) -> int:
     worker = object_at(job, "spec", "mpiReplicaSpecs", c.WORKER)
     replicas = worker.get("replicas") if worker is not None else None
     return replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 0
+
+
+def _without_status(job: JSONDict) -> JSONDict:
+    return {key: value for key, value in job.items() if key != "status"}
 
 
 def _same(old: JSONDict, new: JSONDict) -> bool:

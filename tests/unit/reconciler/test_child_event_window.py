@@ -145,3 +145,22 @@ async def test_a_start_takes_as_many_syncs_at_5000_workers_as_at_1000(workers: i
     assert 0 <= started.launcher_after_last_ready <= controller_of(World()).window(new_mpijob(workers=workers))
     assert started.status["replicaStatuses"]["Worker"] == {"active": workers}
     assert started.discover_hosts == every_worker(workers)
+
+
+async def test_a_large_jobs_change_of_status_alone_waits_its_window_and_any_other_change_does_not() -> None:
+    world = World()
+    controller = controller_of(world)
+    large, small = new_mpijob("large", workers=10_000), new_mpijob("small", workers=1000)
+    for job in (large, small):
+        world.cluster.given(MPIJOBS, job)
+        written = {**job, "metadata": {**job["metadata"], "resourceVersion": "8"}, "status": {"startTime": EARLIER}}
+        controller._on_mpijob(job, written)  # the status a sync wrote
+    assert controller.queue.scheduled("default/large")
+    assert 1.95 < scheduled_in(controller.queue, "default/large") <= 2.0
+    assert not controller.queue.scheduled("default/small")
+    assert await controller.queue.get() == "default/small", "up to 1,000 workers: synced at once, as before"
+    suspended = {**large, "metadata": {**large["metadata"], "resourceVersion": "9"},
+                 "spec": {**large["spec"], "runPolicy": {**large["spec"]["runPolicy"], "suspend": True}}}
+    controller._on_mpijob(large, suspended)
+    assert await controller.queue.get() == "default/large", "a new spec: synced at once"
+    controller.queue.shutdown()

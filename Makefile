@@ -47,7 +47,8 @@ help:
 	@echo "  make release VERSION=x.y.z REGISTRY=host[:port][/path] [INSECURE=1]  cut a release: both images and the chart (OCI) pushed, digests printed (RELEASE.md)"
 	@echo "Generated files (after an API change, in this order; CONTRIBUTING.md):"
 	@echo "  make crd           regenerate deploy/crds/ and deploy/components/api-v2/ (and the Helm chart's copies)"
-	@echo "  make chart         copy the CRD, its v2 patch, the fixed RBAC and the alert rules of deploy/ into deploy/chart/mpi-operator"
+	@echo "  make chart         copy the CRD, its v2 patch, the fixed RBAC and the alert rules of deploy/ into deploy/chart/mpi-operator,"
+	@echo "                     and deploy/monitoring's rules, dashboard and metrics Service into deploy/monitoring/prometheus-operator"
 	@echo "  make api-reference regenerate docs/api-reference.md from the API models"
 	@echo "  make lock          regenerate the pinned dependencies, requirements/*.txt, after a change in pyproject.toml"
 	@echo "Benchmarks (figures in docs/benchmarks.md):"
@@ -254,7 +255,8 @@ crd: $(STAMP)
 	$(PY) hack/gen/chart.py
 
 # The Helm chart's copies of deploy/'s fixed objects (the CRD in its crds/, the ClusterRoles), with kustomize's
-# labels; tests/unit/test_chart.py fails when they, or any object the chart renders, differ from the base.
+# labels; tests/unit/test_chart.py fails when they, or any object the chart renders, differ from the base. Also the
+# files the kustomize component deploy/monitoring/prometheus-operator makes of deploy/monitoring.
 .PHONY: chart
 chart: $(STAMP)
 	$(PY) hack/gen/chart.py

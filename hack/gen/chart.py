@@ -8,7 +8,10 @@ roles (kubeflow-mpijobs-edit into admin and edit, kubeflow-mpijobs-view into vie
 (deploy/crds/, with the labels of deploy/crds/kustomization.yaml) and the JSON patch of the component
 deploy/components/api-v2 that turns kubeflow.org/v2 on go into files/crds/, which templates/crd.yaml reads
 (values crds.enabled, crds.keep, apiVersions.v2). The alert rules and the Grafana dashboard of deploy/monitoring are
-copied as they are into files/, which the PrometheusRule and the dashboard ConfigMap templates read. Chart.yaml's
+copied as they are into files/, which the PrometheusRule and the dashboard ConfigMap templates read. The kustomize
+component deploy/monitoring/prometheus-operator, which kustomize lets read no file above it, gets the same objects
+from deploy/monitoring: a copy of the dashboard, the reconciler's metrics Service with deploy/'s labels, and a
+PrometheusRule whose spec is the rule file (its comments kept). Chart.yaml's
 `version` and `appVersion` are the project's one version, pyproject.toml's `version` (RELEASE.md): the images of a
 release are tagged with it and the chart's image tags default to appVersion. `--check` exits 1 when a copy is
 stale. tests/unit/test_chart.py compares every object the chart renders with kustomize's.
@@ -20,6 +23,7 @@ import argparse
 import difflib
 import re
 import sys
+import textwrap
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +43,8 @@ VERBATIM = {  # source in deploy/ -> a file of the chart that templates read as 
     "monitoring/grafana-dashboard.json": "files/grafana-dashboard.json",
     "components/api-v2/crd-patch.yaml": "files/crds/api-v2-patch.yaml",
 }
+COMPONENT = DEPLOY / "monitoring" / "prometheus-operator"  # the Prometheus Operator's kustomize component
+RULE_LABELS = {"app.kubernetes.io/part-of": "mpijob-operator"}  # the chart's (templates/_helpers.tpl, partOf)
 STALE = ("crds/kubeflow.org_mpijobs.yaml",)  # files of earlier layouts, removed (the CRD left crds/ for templates/)
 AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
 TEMPLATED_LABELS = {  # a copied object's name -> template lines added to its labels
@@ -90,6 +96,29 @@ def labelled(text: str, labels: dict[str, str], source: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def prometheus_rule(rules: str, labels: dict[str, str]) -> str:
+    """The PrometheusRule `mpi-operator` (namespace mpi-operator, LABELS) whose spec is RULES, a Prometheus rule file's
+    text, indented as it is (its comments kept)."""
+    head = ["# Made from deploy/monitoring/prometheus-rules.yaml by hack/gen/chart.py (`make chart`); DO NOT EDIT.",
+            "apiVersion: monitoring.coreos.com/v1", "kind: PrometheusRule", "metadata:", "  name: mpi-operator",
+            "  namespace: mpi-operator", "  labels:",
+            *(f"    {key}: {yaml.safe_dump(value).splitlines()[0]}" for key, value in labels.items()), "spec:"]
+    return "\n".join(head) + "\n" + textwrap.indent(rules, "  ")
+
+
+def component() -> dict[Path, str]:
+    """The generated files of the kustomize component deploy/monitoring/prometheus-operator."""
+    monitoring = DEPLOY / "monitoring"
+    return {
+        COMPONENT / "grafana-dashboard.json": (monitoring / "grafana-dashboard.json").read_text(encoding="utf-8"),
+        COMPONENT / "reconciler-metrics-service.yaml": labelled(
+            (monitoring / "reconciler-metrics-service.yaml").read_text(encoding="utf-8"),
+            common_labels(DEPLOY / "kustomization.yaml"), "monitoring/reconciler-metrics-service.yaml"),
+        COMPONENT / "prometheus-rule.yaml": prometheus_rule(
+            (monitoring / "prometheus-rules.yaml").read_text(encoding="utf-8"), RULE_LABELS),
+    }
+
+
 def kustomization_of(source: str) -> Path:
     """The kustomization whose build holds SOURCE (a path under deploy/)."""
     return KUSTOMIZATIONS.get(source.split("/", 1)[0], DEPLOY / "kustomization.yaml")
@@ -117,7 +146,7 @@ def expected() -> dict[Path, str]:
         CHART / copy: ("" if source.endswith(".json") else  # JSON has no comments: the copy is the file, byte for byte
                        f"# Copied from deploy/{source} by hack/gen/chart.py (`make chart`); DO NOT EDIT.\n")
                       + (DEPLOY / source).read_text(encoding="utf-8")
-        for source, copy in VERBATIM.items()}
+        for source, copy in VERBATIM.items()} | component()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -158,6 +158,8 @@ def test_a_rule_changed_in_deploy_is_seen_as_a_stale_copy(tmp_path: Path, monkey
     deploy = tmp_path / "deploy"
     (deploy / "monitoring").mkdir(parents=True)
     (deploy / "monitoring" / "prometheus-rules.yaml").write_text(RULES.read_text().replace("> 1800", "> 3600"))
+    for name in ("grafana-dashboard.json", "reconciler-metrics-service.yaml"):  # the component's other sources
+        (deploy / "monitoring" / name).write_text((MONITORING / name).read_text())
     (deploy / "kustomization.yaml").write_text((MONITORING.parent / "kustomization.yaml").read_text())
     monkeypatch.setattr(gen_chart, "DEPLOY", deploy)
     monkeypatch.setattr(gen_chart, "COPIES", {})
@@ -213,7 +215,9 @@ def test_rule_overrides_and_the_runbook_base_url() -> None:
               "monitoring.prometheusRule.rules.MPIJobStuckPending.for": "2h",
               "monitoring.prometheusRule.rules.MPIJobStuckPending.severity": "info",
               "monitoring.prometheusRule.rules.MPIJobStuckPending.labels.team": "hpc",
-              "monitoring.prometheusRule.rules.MPIJobWebhookFailOpen.labels.severity": "critical"}
+              "monitoring.prometheusRule.rules.MPIJobWebhookFailOpen.labels.severity": "critical",
+              "monitoring.prometheusRule.rules.MPIOperatorReconcilerRestarting.for": "15m",
+              "monitoring.prometheusRule.rules.MPIOperatorReconcilerRestarting.severity": "critical"}
     spec = yaml.safe_load(RULES.read_text(encoding="utf-8"))
     (group,) = spec["groups"]
     group["rules"] = [rule for rule in group["rules"] if rule["alert"] != "MPIJobWebhookSlow"]
@@ -225,7 +229,9 @@ def test_rule_overrides_and_the_runbook_base_url() -> None:
             rule.update({"for": "2h", "labels": {"severity": "info", "team": "hpc"}})
         if rule["alert"] == "MPIJobWebhookFailOpen":
             rule["labels"] = {"severity": "critical"}
-    assert len(group["rules"]) == 10
+        if rule["alert"] == "MPIOperatorReconcilerRestarting":
+            rule.update({"for": "15m", "labels": {"severity": "critical"}})
+    assert len(group["rules"]) == 11
     assert added(values) == {RULE: {
         "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
         "metadata": {"name": "mpi-operator", "namespace": "mpi-operator", "labels": PART_OF}, "spec": spec}}
@@ -245,7 +251,7 @@ def dashboard_config_map(namespace: str = "mpi-operator", labels: dict[str, str]
     if annotations:
         metadata["annotations"] = annotations
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
-            "data": {"mpi-operator.json": DASHBOARD.read_text(encoding="utf-8").rstrip("\n")}}
+            "data": {"mpi-operator.json": DASHBOARD.read_text(encoding="utf-8")}}  # the file, byte for byte
 
 
 def test_the_dashboard_config_map_for_grafanas_sidecar() -> None:

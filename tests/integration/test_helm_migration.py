@@ -8,7 +8,8 @@ downloads) to a release of the chart, on a real API server, with an MPIJob store
   the MPIJob is the same object, upstream's Deployment is gone or is ours under the same UID;
 - without that step, `helm install` is refused on upstream's Namespace (invalid ownership metadata), adopting
   without `--force-conflicts` is refused with kubectl's conflicts, and with `crds.enabled=false` the install
-  succeeds and leaves upstream's CRD in place, which the documented check shows (no printer columns);
+  succeeds and leaves upstream's CRD in place, which the documented check shows (no printer columns); a failed
+  release is completed by `helm upgrade --force-conflicts`, while `helm uninstall` of it deletes the Namespace;
 - chart upgrades: a newer chart's CRD reaches the cluster by `helm upgrade --reset-then-reuse-values` alone; a
   `kubectl apply --server-side` of a newer CRD over the release's is refused with a conflict with "helm" until
   `--force-conflicts`, and the next `helm upgrade` then needs `--force-conflicts` too.
@@ -34,10 +35,11 @@ import yaml
 from hack.devcluster import HarnessError, LocalCluster, wait_for
 from hack.devcluster.binaries import find_bin_dir
 from hack.devcluster.helm import CHART, RELEASE, RELEASE_NAMESPACE, find_helm, helm, render_chart, value_flags
-from hack.devcluster.operator_deploy import CRDS, HELM_IMAGES
+from hack.devcluster.operator_deploy import CRDS, HELM_IMAGES, remove_recreated_role
 from hack.devcluster.operators import PeerBuildError, build_peer
 
 Doc = dict[str, Any]
+CHART_CRD = CHART / "files" / "crds" / "kubeflow.org_mpijobs.yaml"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/mpijobs.kubeflow.org"
 DEPLOYMENT_PATH = "/apis/apps/v1/namespaces/mpi-operator/deployments/mpi-operator"
 JOB_PATH = "/apis/kubeflow.org/v2beta1/namespaces/jobs/mpijobs/pi"
@@ -112,12 +114,12 @@ def exists(cluster: LocalCluster, kind: str, namespace: str, name: str) -> bool:
 
 
 def adopt(cluster: LocalCluster, objects: list[tuple[str, str, str]]) -> None:
-    """docs/migration.md: Helm's ownership label and annotations on each object."""
-    for kind, namespace, name in objects:
-        scope = [f"--namespace={namespace}"] if namespace else []
-        kubectl(cluster, "label", *scope, kind, name, "app.kubernetes.io/managed-by=Helm")
-        kubectl(cluster, "annotate", *scope, kind, name, f"meta.helm.sh/release-name={RELEASE}",
-                f"meta.helm.sh/release-namespace={RELEASE_NAMESPACE}")
+    """docs/migration.md's two commands: Helm's ownership label and annotations on every object at once (the
+    namespaced ones are in mpi-operator; kubectl ignores -n for the others)."""
+    names = [f"{kind}/{name}" for kind, _, name in objects]
+    kubectl(cluster, "-n", "mpi-operator", "label", *names, "app.kubernetes.io/managed-by=Helm")
+    kubectl(cluster, "-n", "mpi-operator", "annotate", *names, f"meta.helm.sh/release-name={RELEASE}",
+            f"meta.helm.sh/release-namespace={RELEASE_NAMESPACE}")
 
 
 def install(helm_binary: Path, cluster: LocalCluster, *flags: str, chart: Path = CHART) -> str:
@@ -174,8 +176,9 @@ def test_upstream_operator_deleted_then_helm_install(cluster: LocalCluster, helm
     assert kubectl(cluster, "get", "crd", "mpijobs.kubeflow.org", "-o", COLUMNS_CHECK) == OUR_COLUMNS
     kubectl(cluster, "-n", "mpi-operator", "delete", "deployment,serviceaccount", "mpi-operator")
     kubectl(cluster, "delete", "clusterrolebinding,clusterrole", "mpi-operator")
-    kubectl(cluster, "delete", "clusterrole", "kubeflow-mpijobs-admin", "kubeflow-mpijobs-edit",
-            "kubeflow-mpijobs-view")
+    kubectl(cluster, "delete", "clusterrole", "kubeflow-mpijobs-edit", "kubeflow-mpijobs-view")
+    kubectl(cluster, "delete", "clusterrole", "kubeflow-mpijobs-admin")
+    remove_recreated_role(cluster)  # the empty one Kubernetes may re-create (docs/operator-guide.md#uninstall)
     assert [o for o in UPSTREAM_OPERATOR if exists(cluster, *o)] == []
     assert cluster.rest.get(JOB_PATH)["metadata"]["uid"] == job["metadata"]["uid"]
     adopt(cluster, KEPT)
@@ -189,12 +192,16 @@ def test_upstream_operator_deleted_then_helm_install(cluster: LocalCluster, helm
 @pytest.mark.parametrize("how", ["labels", "take-ownership"])
 def test_upstream_operator_adopted_by_helm_install(cluster: LocalCluster, helm_binary: Path, upstream_manifest: Path,
                                                   how: str) -> None:
-    """The second path: the CRD, then every object of upstream's that the chart renders adopted (Helm's label and
-    annotations, or Helm 4's `--take-ownership`), `helm install --force-conflicts`: upstream's Deployment becomes
-    ours in place (same UID, a rolling update), with exactly our container."""
+    """The second path: the CRD (deploy/crds/, or the chart's copy of it, files/crds/, for a chart pulled from a
+    registry), then every object of upstream's that the chart renders adopted (Helm's label and annotations, or
+    Helm 4's `--take-ownership`), `helm install --force-conflicts`: upstream's Deployment becomes ours in place
+    (same UID, a rolling update), with exactly our pod template."""
     job = install_upstream(cluster, upstream_manifest)
     upstream_uid = cluster.rest.get(DEPLOYMENT_PATH)["metadata"]["uid"]
-    kubectl(cluster, "apply", "--server-side", "--force-conflicts", "-k", str(CRDS))
+    if how == "labels":
+        kubectl(cluster, "apply", "--server-side", "--force-conflicts", "-k", str(CRDS))
+    else:
+        kubectl(cluster, "apply", "--server-side", "--force-conflicts", "-f", str(CHART_CRD))
     if how == "labels":
         adopt(cluster, [*KEPT, *UPSTREAM_OPERATOR])
     install(helm_binary, cluster, "--force-conflicts", *(["--take-ownership"] if how == "take-ownership" else []))
@@ -243,8 +250,9 @@ def test_crds_disabled_without_the_crd_step_keeps_upstreams(cluster: LocalCluste
     job = install_upstream(cluster, upstream_manifest)
     kubectl(cluster, "-n", "mpi-operator", "delete", "deployment,serviceaccount", "mpi-operator")
     kubectl(cluster, "delete", "clusterrolebinding,clusterrole", "mpi-operator")
-    kubectl(cluster, "delete", "clusterrole", "kubeflow-mpijobs-admin", "kubeflow-mpijobs-edit",
-            "kubeflow-mpijobs-view")
+    kubectl(cluster, "delete", "clusterrole", "kubeflow-mpijobs-edit", "kubeflow-mpijobs-view")
+    kubectl(cluster, "delete", "clusterrole", "kubeflow-mpijobs-admin")
+    remove_recreated_role(cluster)  # the empty one Kubernetes may re-create (docs/operator-guide.md#uninstall)
     adopt(cluster, KEPT[:1])
     install(helm_binary, cluster, "--set=crds.enabled=false")
     stored = cluster.rest.get(CRD_PATH)
@@ -301,3 +309,20 @@ def test_a_newer_crd_over_the_release(cluster: LocalCluster, helm_binary: Path, 
         helm(helm_binary, *upgrade[:2], str(chart), *upgrade[2:], kubeconfig=cluster.kubeconfig)
     helm(helm_binary, *upgrade[:2], str(chart), *upgrade[2:], "--force-conflicts", kubeconfig=cluster.kubeconfig)
     assert columns(cluster) == [*OUR_COLUMNS.split(), "Later-Column"]
+
+
+def test_uninstalling_a_failed_adoption_deletes_the_namespace(cluster: LocalCluster, helm_binary: Path,
+                                                              upstream_manifest: Path) -> None:
+    """Why docs/migration.md says to complete a refused install with `helm upgrade` rather than `helm uninstall`
+    it: the failed release's uninstall deletes what it took over, upstream's Namespace (with the Lease) and
+    Deployment among them; the CRD stays (the chart's keep policy), and with it the MPIJob."""
+    job = install_upstream(cluster, upstream_manifest)
+    adopt(cluster, [*KEPT, *UPSTREAM_OPERATOR])
+    with pytest.raises(HarnessError, match=re.escape('conflict with "kubectl"')):
+        install(helm_binary, cluster)
+    helm(helm_binary, "uninstall", RELEASE, f"--namespace={RELEASE_NAMESPACE}", kubeconfig=cluster.kubeconfig)
+    wait_for(lambda: not exists(cluster, "namespace", "", "mpi-operator"), timeout=120,
+             what="the namespace mpi-operator deleted")
+    remove_recreated_role(cluster)
+    assert [o for o in UPSTREAM_OPERATOR if exists(cluster, *o)] == []
+    assert cluster.rest.get(JOB_PATH)["metadata"]["uid"] == job["metadata"]["uid"]

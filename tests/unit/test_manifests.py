@@ -300,6 +300,7 @@ RECONCILER_GRANTS = {
     ("", "events"): {"create"},
     ("batch", "jobs"): {"create", "get", "list", "watch", "update", "patch", "delete"},  # a failurePolicy restart
     ("batch", "jobs/status"): {"update"},
+    ("discovery.k8s.io", "endpointslices"): {"list"},  # a WaitForWorkersReady launcher waits for the workers' names
     ("kubeflow.org", "mpijobs"): {"list", "watch"},
     ("kubeflow.org", "mpijobs/status"): {"update"},
     ("kubeflow.org", "mpijobs/finalizers"): {"update"},

@@ -9,12 +9,14 @@
 #      ones; the tags default to appVersion) and pushes it with `helm push` to oci://$REGISTRY/charts;
 #   3. pushes a software bill of materials of each image (hack/build/sbom.py: SPDX JSON of its Debian and Python
 #      packages) beside it, tagged sha256-<image digest hex>.sbom;
-#   4. prints each image's, SBOM's and the chart's digest, and the architectures built (arm64 is not: RELEASE.md).
+#   4. with COSIGN_KEY, signs each of them with cosign (build-cosign.sh), the signatures pushed beside them;
+#   5. prints each image's, SBOM's and the chart's digest, and the architectures built (arm64 is not: RELEASE.md).
 #
 #   VERSION    required: x.y.z[-pre] (SemVer, as Helm requires of a chart version)
 #   REGISTRY   required: host[:port][/path]; `skopeo login`/`helm registry login` first where it needs credentials
 #   INSECURE   1: the registry speaks plain HTTP or has an untrusted certificate (a local test registry)
 #   UNCHECKED  1: skip the three checks (version source, CHANGELOG section, clean checkout): test releases only
+#   COSIGN_KEY a cosign private key (`cosign generate-key-pair`; its password in COSIGN_PASSWORD): sign the release
 # stdout: the summary, ending with the lines `webhook=<ref>@<digest>`, `reconciler=<ref>@<digest>`,
 # `chart=oci://<registry>/charts/mpi-operator:<version>@<digest>`, `webhook-sbom=<ref>@<digest>` and
 # `reconciler-sbom=<ref>@<digest>`; progress goes to stderr.
@@ -136,6 +138,23 @@ chart_digest="$(sed -n 's/^Digest: *\(sha256:[0-9a-f]\{64\}\)$/\1/p' <<<"$pushed
 [[ -n "$chart_digest" ]] || { echo "helm push printed no digest" >&2; exit 1; }
 chart="oci://$REGISTRY/charts/mpi-operator:$VERSION"
 
+# 4. Signatures, with COSIGN_KEY: cosign (build-cosign.sh, from the Go module proxy) signs each image's, SBOM's and
+# the chart's digest with that key, the signatures pushed beside them (tags sha256-<hex>.sig); no transparency log
+# upload (a private key of the maintainers; verify with `cosign verify --key cosign.pub --insecure-ignore-tlog`).
+signed="Not signed (no COSIGN_KEY; RELEASE.md)."
+if [[ -n "${COSIGN_KEY:-}" ]]; then
+  cosign="$(bash "$HERE/build-cosign.sh" | tail -1)"
+  sign_flags=(--yes --key "$COSIGN_KEY" --tlog-upload=false)
+  [[ "${INSECURE:-}" == 1 ]] && sign_flags+=(--allow-insecure-registry --allow-http-registry)
+  for target in "${ref[webhook]%:*}@${digest[webhook]}" "${ref[reconciler]%:*}@${digest[reconciler]}" \
+      "${sbom[webhook]%:*}@${sbom_digest[webhook]}" "${sbom[reconciler]%:*}@${sbom_digest[reconciler]}" \
+      "$REGISTRY/charts/mpi-operator@$chart_digest"; do
+    log "cosign sign $target"
+    COSIGN_PASSWORD="${COSIGN_PASSWORD:-}" "$cosign" sign "${sign_flags[@]}" "$target" >&2
+  done
+  signed="Signed with $COSIGN_KEY (cosign): the images, their SBOMs and the chart."
+fi
+
 plain=""; [[ "${INSECURE:-}" == 1 ]] && plain=" --plain-http"
 cat <<EOF
 Released $VERSION (commit $revision):
@@ -145,7 +164,7 @@ Released $VERSION (commit $revision):
 SBOMs (SPDX JSON, beside each image):
   ${sbom[webhook]}  (${sbom_digest[webhook]})
   ${sbom[reconciler]}  (${sbom_digest[reconciler]})
-Not signed (RELEASE.md).
+$signed
 Architectures: linux/$arch only; linux/$other not built: $why.
 
 Install it (docs/operator-guide.md#install-a-released-version):

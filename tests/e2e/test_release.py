@@ -3,7 +3,9 @@ docs/operator-guide.md#install-a-released-version), on the real node.
 
 `make release VERSION=9.9.1 ... UNCHECKED=1` and then 9.9.2 (UNCHECKED: neither is the checkout's version nor has
 a CHANGELOG section) push both images, their SBOMs (each an SPDX document of that image) and the chart to a local
-registry (Debian's docker-registry, plain HTTP, the node's containerd told about it). The module swaps the
+registry (Debian's docker-registry, plain HTTP, the node's containerd told about it), each signed with a key pair
+made for the test (cosign, built from the Go module proxy: every signature verifies with that key and not with
+another; without Go the releases are unsigned and that test skips). The module swaps the
 package's kustomize-deployed operator for `helm install mpi-operator oci://<registry>/charts/mpi-operator
 --version 9.9.1` with the manual certificates and nothing about images: the chart's defaults name the release's
 images, tagged with its appVersion. A pi job runs; then, while a second job is held mid-run, `helm upgrade` to
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -75,13 +79,32 @@ class Setup:
     registry: LocalRegistry
     releases: dict[str, Released]
     flags: list[str]  # the admin's values: the manual certificates, nothing about images
+    cosign: Path | None  # None: cosign cannot be built here (no Go), the releases are not signed
+    keys: Path  # the maintainers' key pair (cosign.key, cosign.pub), and another's (other/cosign.pub)
 
 
-def make_release(registry: LocalRegistry, version: str) -> Released:
-    """`make release` as a maintainer runs it (UNCHECKED=1: a test version); what it printed."""
+def find_cosign() -> Path | None:
+    """cosign, built from the Go module proxy on first use (hack/build/build-cosign.sh); None without Go."""
+    result = subprocess.run(["bash", str(REPO_ROOT / "hack" / "build" / "build-cosign.sh")], stdout=subprocess.PIPE,
+                            text=True, timeout=1800, check=False)
+    if result.returncode == 2 and shutil.which("go") is None:
+        return None
+    assert result.returncode == 0, "hack/build/build-cosign.sh failed (its output is above)"
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def key_pair(cosign: Path, directory: Path) -> None:
+    directory.mkdir(parents=True)
+    subprocess.run([str(cosign), "generate-key-pair"], cwd=directory, env={**os.environ, "COSIGN_PASSWORD": ""},
+                   capture_output=True, check=True, timeout=60)
+
+
+def make_release(registry: LocalRegistry, version: str, key: Path | None) -> Released:
+    """`make release` as a maintainer runs it (UNCHECKED=1: a test version), signing with KEY; what it printed."""
+    signing = [f"COSIGN_KEY={key}"] if key else []
     result = subprocess.run(["make", "-s", "release", f"VERSION={version}", f"REGISTRY={registry.host}",
-                             "INSECURE=1", "UNCHECKED=1"], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
-                            timeout=900, check=False)
+                             "INSECURE=1", "UNCHECKED=1", *signing], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "COSIGN_PASSWORD": ""}, timeout=900, check=False)
     assert result.returncode == 0, result.stdout
     lines = [line.split("=", 1) for line in result.stdout.splitlines()
              if line.startswith(tuple(f"{name}=" for name in PRINTED))]
@@ -192,12 +215,17 @@ def setup(real_cluster: RealNodeCluster, tmp_path_factory: pytest.TempPathFactor
     try:
         with LocalRegistry(work_dir / "registry") as registry, \
                 real_cluster.registry_configured(registry.host, plain_http=True):
-            releases = {version: make_release(registry, version) for version in VERSIONS}
+            cosign = find_cosign()
+            if cosign is not None:
+                key_pair(cosign, work_dir / "keys")
+                key_pair(cosign, work_dir / "keys" / "other")
+            key = work_dir / "keys" / "cosign.key" if cosign else None
+            releases = {version: make_release(registry, version, key) for version in VERSIONS}
             certs = certificates(work_dir / "webhook-certs")
             flags = value_flags({"certificates.mode": "manual"}, files={
                 "certificates.manual.caBundle": certs / "ca-bundle.b64",
                 "certificates.manual.tlsCrt": certs / "tls.crt", "certificates.manual.tlsKey": certs / "tls.key"})
-            setup = Setup(binary, registry, releases, flags)
+            setup = Setup(binary, registry, releases, flags, cosign, work_dir / "keys")
             remove(real_cluster, work_dir / "kustomize")
             try:
                 adopt_crd(real_cluster)  # docs/operator-guide.md#with-helm: the CRD applied before, adopted
@@ -216,10 +244,14 @@ def setup(real_cluster: RealNodeCluster, tmp_path_factory: pytest.TempPathFactor
 
 def test_make_release_pushes_both_versions_with_their_digests(setup: Setup) -> None:
     registry = setup.registry
+    signed = setup.cosign is not None  # then a signature beside each image, SBOM and chart (sha256-<hex>.sig)
     for component in ("webhook", "reconciler"):  # each version's image and, beside it, its SBOM
         sboms = [f"{r.digest(component).replace(':', '-')}.sbom" for r in setup.releases.values()]
-        assert sorted(registry.tags(f"mpijob-{component}")) == sorted([*VERSIONS, *sboms])
-    assert sorted(registry.tags("charts/mpi-operator")) == list(VERSIONS)
+        signatures = [f"{r.digest(a).replace(':', '-')}.sig" for r in setup.releases.values()
+                      for a in (component, f"{component}-sbom")] if signed else []
+        assert sorted(registry.tags(f"mpijob-{component}")) == sorted([*VERSIONS, *sboms, *signatures])
+    signatures = [f"{r.digest('chart').replace(':', '-')}.sig" for r in setup.releases.values()] if signed else []
+    assert sorted(registry.tags("charts/mpi-operator")) == sorted([*VERSIONS, *signatures])
     for version, released in setup.releases.items():
         for component in ("webhook", "reconciler"):
             assert released.image(component) == f"{registry.host}/mpijob-{component}:{version}"
@@ -231,6 +263,30 @@ def test_make_release_pushes_both_versions_with_their_digests(setup: Setup) -> N
     first, second = (setup.releases[v] for v in VERSIONS)
     # each release's images carry its version (a label): digests of their own
     assert all(first.digest(c) != second.digest(c) for c in ("webhook", "reconciler", "chart"))
+
+
+def verify(setup: Setup, public_key: Path, reference: str) -> subprocess.CompletedProcess[str]:
+    """`cosign verify` of REFERENCE (name@digest) with PUBLIC_KEY, as RELEASE.md tells admins."""
+    assert setup.cosign is not None
+    return subprocess.run([str(setup.cosign), "verify", "--key", str(public_key), "--insecure-ignore-tlog=true",
+                           "--allow-insecure-registry", "--allow-http-registry", "--output=json", reference],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_everything_a_release_pushed_is_signed_by_the_maintainers_key(setup: Setup) -> None:
+    if setup.cosign is None:
+        pytest.skip("cosign cannot be built here (no Go): the releases were not signed")
+    for released in setup.releases.values():
+        for artifact in PRINTED:
+            name, digest = released.image(artifact).rsplit(":", 1)[0], released.digest(artifact)
+            name = name.removeprefix("oci://")
+            result = verify(setup, setup.keys / "cosign.pub", f"{name}@{digest}")
+            assert result.returncode == 0, result.stderr
+            (payload,) = json.loads(result.stdout)  # one signature, of that digest
+            assert payload["critical"]["image"]["docker-manifest-digest"] == digest
+            other = verify(setup, setup.keys / "other" / "cosign.pub", f"{name}@{digest}")
+            assert other.returncode != 0, other.stdout
+            assert "no matching signatures" in other.stderr, other.stderr
 
 
 def test_helm_install_of_a_version_from_the_registry_runs_a_job(real_cluster: RealNodeCluster, setup: Setup,

@@ -40,6 +40,7 @@ help:
 	@echo "  make kueue         Kueue, for tests/integration/test_kueue.py"
 	@echo "  make jobset        the JobSet controller v0.12.0, for tests/e2e/test_jobset.py"
 	@echo "  make cert-manager  cert-manager v1.11.5 (controller, cainjector, webhook), for tests/e2e/test_cert_manager.py"
+	@echo "  make cosign        cosign v2.6.5, for make release COSIGN_KEY=... and tests/e2e/test_release.py"
 	@echo "  make scheduler-plugins  the coscheduling scheduler, for the gang-scheduling tests"
 	@echo "  make helm          Helm, for the chart tests and helm install from a checkout"
 	@echo "  make promtool      promtool (Debian's prometheus package), for the alert-rule tests"
@@ -132,7 +133,7 @@ release:
 	@VERSION="$(VERSION)" REGISTRY="$(REGISTRY)" INSECURE="$(INSECURE)" UNCHECKED="$(UNCHECKED)" \
 	  COSIGN_KEY="$(COSIGN_KEY)" bash hack/build/release.sh
 
-e2e: $(STAMP) node-images jobset cert-manager
+e2e: $(STAMP) node-images jobset cert-manager cosign
 	$(VENV)/bin/pytest tests/e2e
 
 e2e-up: $(STAMP) node-images
@@ -174,6 +175,13 @@ jobset:
 .PHONY: cert-manager
 cert-manager:
 	@if command -v go >/dev/null; then bash hack/build/build-cert-manager.sh >/dev/null; else echo "cert-manager: no Go, the cert-manager test will be skipped"; fi
+
+# cosign (github.com/sigstore/cosign/v2 v2.6.5) for `make release COSIGN_KEY=...` and tests/e2e/test_release.py (the
+# releases' signatures verified), built from the Go module proxy and cached beside the control-plane binaries: in the
+# Go build chain, so that the e2e tier does not build it; without Go the releases are not signed.
+.PHONY: cosign
+cosign:
+	@if command -v go >/dev/null; then bash hack/build/build-cosign.sh >/dev/null; else echo "cosign: no Go, the test releases will not be signed"; fi
 
 # scheduler-plugins (sigs.k8s.io/scheduler-plugins: the Coscheduling scheduler, its PodGroup controller and
 # CRDs) for tests/integration/test_gang_scheduling.py, built from the Go module proxy and cached beside the
@@ -226,7 +234,7 @@ builds:
 	@$(MAKE) --no-print-directory -j2 build-chain-go build-chain-debian
 
 build-chain-go:
-	@began=$$(date +%s); for target in testbin peer-bin kueue scheduler-plugins helm jobset cert-manager node-bin; do \
+	@began=$$(date +%s); for target in testbin peer-bin kueue scheduler-plugins helm jobset cert-manager cosign node-bin; do \
 	  $(MAKE) --no-print-directory $$target || exit 1; done; \
 	echo "builds: the Go chain took $$(( $$(date +%s) - began )) s"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds cosign (github.com/sigstore/cosign/v2) from the Go module proxy, for `make release` to sign what it pushes
-# (COSIGN_KEY, RELEASE.md) and tests/e2e/test_release.py to verify it. A release tool: `make test` does not build
-# it up front; the test builds it on first use. Cached beside the control-plane binaries, keyed by version; a
+# (COSIGN_KEY, RELEASE.md) and tests/e2e/test_release.py to verify it (`make cosign`, in `make builds`' Go chain so
+# that the e2e tier does not build it; the test still builds it on first use when run alone). Cached beside the control-plane binaries, keyed by version; a
 # second run with the binary present does no work. Prints the binary's path as the last line of stdout; progress
 # goes to stderr.
 set -euo pipefail

@@ -4,6 +4,7 @@
     disable(cluster)    # the conversion reset (kubectl patch), then kubectl apply --server-side --force-conflicts -k
                         # deploy/crds/
     served_versions(cluster) -> ["v2beta1"] or ["v2beta1", "v2"]
+    wait_served(cluster, versions)  # after Helm changed them: until served, kubectl's discovery cache refreshed
 
 The default CRD (deploy/crds/) serves v2beta1 alone with no conversion webhook; deploy/crds-v2/ adds the v2 version
 and the conversion webhook at the Service mpi-operator/mpijob-webhook. Turning v2 off needs the conversion reset first:
@@ -52,7 +53,7 @@ def enable(cluster: LocalCluster, timeout: float = 60) -> None:
     """`kubectl apply --server-side --force-conflicts -k deploy/crds-v2/`, until discovery serves v2 (the preferred
     version)."""
     _kubectl(cluster, "apply", "--server-side", "--force-conflicts", "-k", str(CRDS_V2))
-    _wait_served(cluster, ["v2", "v2beta1"], timeout)
+    wait_served(cluster, ["v2", "v2beta1"], timeout)
 
 
 def disable(cluster: LocalCluster, timeout: float = 60) -> None:
@@ -60,10 +61,12 @@ def disable(cluster: LocalCluster, timeout: float = 60) -> None:
     --force-conflicts -k deploy/crds/`, until discovery serves v2beta1 alone."""
     _kubectl(cluster, "patch", "crd", "mpijobs.kubeflow.org", "--type=merge", "-p", json.dumps(CONVERSION_OFF))
     _kubectl(cluster, "apply", "--server-side", "--force-conflicts", "-k", str(CRDS))
-    _wait_served(cluster, ["v2beta1"], timeout)
+    wait_served(cluster, ["v2beta1"], timeout)
 
 
-def _wait_served(cluster: LocalCluster, versions: list[str], timeout: float) -> None:
+def wait_served(cluster: LocalCluster, versions: list[str], timeout: float = 60) -> None:
+    """Until discovery serves exactly ``versions`` (sorted), then kubectl's discovery cache refreshed: after any change
+    of the served versions, whoever made it (these functions, Helm), or kubectl keeps asking for the old ones."""
     wait_for(lambda: served_versions(cluster) == versions, timeout, 0.2,
              what=f"kubeflow.org serving {', '.join(versions)}")
     _kubectl(cluster, "api-resources", "--api-group=kubeflow.org")  # refreshes kubectl's discovery cache

@@ -35,6 +35,13 @@ START_TIMEOUT = 90.0  # per component; the apiserver needs 5-15 s on 2 cores
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
+class KubectlError(subprocess.CalledProcessError):
+    """A kubectl that failed, shown with what it printed on stderr."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\nkubectl said: {(self.stderr or '').strip()}"
+
+
 class LocalCluster:
     """A real control plane with fake (kwok) nodes, started by `start()` and fully removed by `stop()`."""
 
@@ -114,10 +121,15 @@ class LocalCluster:
 
     def kubectl(self, *args: str, check: bool = False, input: str | None = None,
                 timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-        """Run the built kubectl against this cluster as admin; returns the CompletedProcess (text)."""
+        """Run the built kubectl against this cluster as admin; returns the CompletedProcess (text). With ``check``,
+        a failure raises CalledProcessError whose message ends with kubectl's stderr (what it said, not just its
+        exit status)."""
         argv = [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}",
                 f"--cache-dir={self.work_dir / 'kubectl-cache'}", *args]
-        return subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout, check=check)
+        result = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout, check=False)
+        if check and result.returncode != 0:
+            raise KubectlError(result.returncode, argv, result.stdout, result.stderr)
+        return result
 
     # ---- lifecycle
     def __enter__(self) -> LocalCluster:

@@ -137,7 +137,7 @@ def _uninstall_release(cluster: RealNodeCluster, binary: Path) -> None:
         cluster.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p", json.dumps(api_v2.CONVERSION_OFF), check=True)
         helm(binary, "upgrade", RELEASE, str(CHART), f"--namespace={RELEASE_NAMESPACE}", "--reuse-values",
              "--force-conflicts", "--set", "apiVersions.v2=false", kubeconfig=cluster.kubeconfig)
-        wait_for(lambda: api_v2.served_versions(cluster) == ["v2beta1"], 60, 0.2, what="kubeflow.org/v2 off")
+        api_v2.wait_served(cluster, ["v2beta1"])  # and kubectl's discovery cache refreshed for the next tests
     helm_uninstall(cluster, binary)
 
 
@@ -229,6 +229,7 @@ def test_certificates_issued_injected_and_a_job_runs(real_cluster: RealNodeClust
     _helm(release, real_cluster, "upgrade", RELEASE, str(CHART), f"--namespace={RELEASE_NAMESPACE}", "--reuse-values",
           "--force-conflicts", "--set", "apiVersions.v2=true")
     release.v2 = True
+    api_v2.wait_served(real_cluster, ["v2", "v2beta1"])
     crd = real_cluster.rest.get(CRD_PATH)
     assert crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/{WEBHOOK}"
     wait_for(lambda: _conversion_bundle(real_cluster) == ca, 60, 0.2, what="the CRD's conversion caBundle injected")

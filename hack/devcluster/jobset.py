@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import json
 import os
 import re
 import shutil
@@ -33,6 +32,7 @@ import yaml
 
 from . import processes
 from .cluster import CRD_PATH, LocalCluster
+from .gomodules import GoUnavailableError, module_dir
 from .pki import issue
 from .rest import JSON, condition
 from .wait import HarnessError, wait_for
@@ -45,7 +45,7 @@ START_TIMEOUT = 90.0
 PATCH_PATH = re.compile(r"^/webhooks/(\d+)$")
 
 
-class JobSetUnavailableError(HarnessError):
+class JobSetUnavailableError(GoUnavailableError):
     """The JobSet controller is not built and cannot be: Go is not installed."""
 
 
@@ -96,19 +96,6 @@ def find_jobset() -> JobSetBuild:
 TRAINER_MODULE, TRAINER_VERSION = "github.com/kubeflow/trainer/v2", "v2.3.0"
 JOBSET_CRD = "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
 TRAINER_CRDS = "manifests/base/crds"
-
-
-def module_dir(module: str, version: str) -> Path:
-    """The (read-only) directory of a Go module downloaded from the module proxy (``go mod download``, cached by
-    Go). Raises JobSetUnavailableError without Go, HarnessError when the proxy does not serve it."""
-    if shutil.which("go") is None:
-        raise JobSetUnavailableError(f"Go is not installed: {module}@{version} cannot be downloaded")
-    proc = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"], capture_output=True, text=True,
-                          check=False, timeout=300, env={**os.environ, "GOFLAGS": "-mod=mod"})
-    info: JSON = json.loads(proc.stdout or "{}")
-    if proc.returncode != 0 or not info.get("Dir"):
-        raise HarnessError(f"go mod download {module}@{version} failed: {info.get('Error') or proc.stderr.strip()}")
-    return Path(info["Dir"])
 
 
 def export_crds() -> list[Path]:

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from hack.devcluster import HarnessError, LocalCluster
-from hack.devcluster.jobset import JobSetUnavailableError, export_crds, install_crds
+from hack.devcluster.gomodules import GoUnavailableError
+from hack.devcluster.jobset import export_crds, install_crds
 from tests.reference import pi_example
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def crds(cluster: LocalCluster) -> None:
     try:
         paths = export_crds()
-    except JobSetUnavailableError as err:
+    except GoUnavailableError as err:
         pytest.skip(str(err))
     except HarnessError as err:
         pytest.fail(str(err), pytrace=False)

@@ -15,7 +15,7 @@ import yaml
 
 from hack.devcluster import LocalCluster
 from hack.devcluster.binaries import find_bin_dir
-from hack.devcluster.jobset import JobSetUnavailableError, module_dir
+from hack.devcluster.gomodules import GoUnavailableError, module_dir
 from hack.devcluster.processes import free_port
 from hack.devcluster.rest import ApiError
 from hack.devcluster.wait import wait_for
@@ -47,7 +47,7 @@ def cluster() -> Iterator[LocalCluster]:
     """A control plane of its own with Training Operator v1.8.1's MPIJob CRD (from its Go module) and one v1 job."""
     try:
         crd = module_dir(MODULE, VERSION) / CRD
-    except JobSetUnavailableError as error:
+    except GoUnavailableError as error:
         pytest.skip(str(error))
     with LocalCluster(nodes=1, bin_dir=find_bin_dir()) as local:
         local.kubectl("apply", "-f", str(crd), check=True)  # as its install (kubectl apply -k) does

@@ -12,9 +12,9 @@ long that takes; the test then lets it go (`kubectl exec` creates the file) and 
 from __future__ import annotations
 
 from hack.devcluster import LocalCluster
-from hack.devcluster.mpijobs import JSON, conditions, get_job, launcher_log
+from hack.devcluster.mpijobs import JSON, conditions, diagnostics, get_job, launcher_log, wait_finished
 from hack.devcluster.wait import wait_for
-from tests.e2e.jobs import upstream_pi
+from tests.e2e.jobs import assert_pi, reconciler_syncs, upstream_pi
 
 GO_FILE = "/tmp/mpijob-go"  # in the launcher container
 WAITING = "held: waiting"
@@ -71,3 +71,24 @@ def launcher_job_uid(cluster: LocalCluster, namespace: str, name: str) -> str:
 def let_go(cluster: LocalCluster, namespace: str, name: str) -> None:
     """Let the launcher run mpirun."""
     cluster.kubectl("exec", "-n", namespace, f"job/{name}-launcher", "--", "touch", GO_FILE, check=True)
+
+
+def assert_adopted(cluster: LocalCluster, namespace: str, name: str, before: dict[str, str], launcher: str) -> None:
+    """After the operator was replaced: its reconciler syncs the held job and keeps it as it was (the same pods and
+    launcher Job, still Running)."""
+    wait_for(lambda: reconciler_syncs(cluster, namespace, name) > 0, 60, 0.5,
+             what="the new reconciler syncing the running job")
+    assert running_pods(cluster, namespace, name) == before
+    assert launcher_job_uid(cluster, namespace, name) == launcher
+    assert is_running(cluster, namespace, name)
+
+
+def assert_completes(cluster: LocalCluster, namespace: str, name: str, before: dict[str, str]) -> JSON:
+    """Let the held job go: it succeeds, computes pi on its two workers, and no pod was made twice. The finished
+    MPIJob."""
+    let_go(cluster, namespace, name)
+    outcome, final = wait_finished(cluster, namespace, name, timeout=180)
+    assert outcome == "Succeeded", f"{conditions(final)}\n{diagnostics(cluster, namespace)}"
+    assert_pi(launcher_log(cluster, namespace, name), [f"{name}-worker-0", f"{name}-worker-1"])
+    assert set(job_pods(cluster, namespace, name).items()) <= set(before.items()), "no pod made twice"
+    return final

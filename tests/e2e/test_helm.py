@@ -21,7 +21,7 @@ import pytest
 
 from hack.devcluster import HarnessError
 from hack.devcluster.helm import RELEASE, RELEASE_NAMESPACE, find_helm, helm, render_chart
-from hack.devcluster.mpijobs import JSON, conditions, diagnostics, get_job, launcher_log, wait_finished
+from hack.devcluster.mpijobs import JSON, get_job
 from hack.devcluster.operator_deploy import (
     AGGREGATED_ROLE,
     CRD_NAME,
@@ -44,8 +44,16 @@ from hack.devcluster.operator_deploy import (
 )
 from hack.devcluster.realnode import RealNodeCluster
 from hack.devcluster.wait import wait_for
-from tests.e2e.held import held_pi, is_running, job_pods, launcher_job_uid, let_go, running_pods, wait_held
-from tests.e2e.jobs import apply, assert_pi, reconciler_syncs, run_to_success, upstream_pi
+from tests.e2e.held import (
+    assert_adopted,
+    assert_completes,
+    held_pi,
+    is_running,
+    launcher_job_uid,
+    running_pods,
+    wait_held,
+)
+from tests.e2e.jobs import apply, assert_pi, run_to_success, upstream_pi
 from tests.e2e.reads import check_reads, plant
 
 CRD = ("CustomResourceDefinition", "", CRD_NAME)
@@ -161,17 +169,9 @@ def test_helm_upgrade_rolls_the_operator_while_a_job_keeps_running(real_cluster:
         assert spec["containers"][0]["resources"]["limits"]["memory"] == "320Mi"
 
     # The new leader has seen the job and kept it as it was: the same pods, launcher Job, still running.
-    wait_for(lambda: reconciler_syncs(real_cluster, namespace, "pi") > 0, 60, 0.5,
-             what="the new reconciler syncing the running job")
-    assert running_pods(real_cluster, namespace, "pi") == before
-    assert launcher_job_uid(real_cluster, namespace, "pi") == launcher
-    assert is_running(real_cluster, namespace, "pi")
+    assert_adopted(real_cluster, namespace, "pi", before, launcher)
 
-    let_go(real_cluster, namespace, "pi")
-    outcome, final = wait_finished(real_cluster, namespace, "pi", timeout=180)
-    assert outcome == "Succeeded", f"{conditions(final)}\n{diagnostics(real_cluster, namespace)}"
-    assert_pi(launcher_log(real_cluster, namespace, "pi"), ["pi-worker-0", "pi-worker-1"])
-    assert set(job_pods(real_cluster, namespace, "pi").items()) <= set(before.items()), "no pod made twice"
+    final = assert_completes(real_cluster, namespace, "pi", before)
     assert final["status"]["replicaStatuses"]["Launcher"] == {"succeeded": 1}
 
 
@@ -194,18 +194,9 @@ def test_helm_uninstall_mid_job_keeps_it_and_a_reinstall_completes_it(real_clust
     began = time.monotonic()
     timings = helm_install(real_cluster, release.binary, release.work_dir)
     print(f"helm install again: {timings}")
-    wait_for(lambda: reconciler_syncs(real_cluster, namespace, "pi") > 0, 60, 0.5,
-             what="the reinstalled reconciler syncing the job")
+    assert_adopted(real_cluster, namespace, "pi", before, launcher)
     print(f"the job adopted {time.monotonic() - began:.1f} s after helm install")
-    assert running_pods(real_cluster, namespace, "pi") == before
-    assert launcher_job_uid(real_cluster, namespace, "pi") == launcher
-    assert is_running(real_cluster, namespace, "pi")
-
-    let_go(real_cluster, namespace, "pi")
-    outcome, final = wait_finished(real_cluster, namespace, "pi", timeout=180)
-    assert outcome == "Succeeded", f"{conditions(final)}\n{diagnostics(real_cluster, namespace)}"
-    assert_pi(launcher_log(real_cluster, namespace, "pi"), ["pi-worker-0", "pi-worker-1"])
-    assert set(job_pods(real_cluster, namespace, "pi").items()) <= set(before.items()), "no pod made twice"
+    assert_completes(real_cluster, namespace, "pi", before)
 
 
 def test_helm_uninstall_leaves_exactly_the_crd(real_cluster: RealNodeCluster, release: Release) -> None:

@@ -33,7 +33,7 @@ import pytest
 from hack.devcluster import HarnessError
 from hack.devcluster.binaries import REPO_ROOT
 from hack.devcluster.helm import RELEASE, RELEASE_NAMESPACE, find_helm, helm, value_flags
-from hack.devcluster.mpijobs import JSON, conditions, diagnostics, launcher_log, wait_finished
+from hack.devcluster.mpijobs import JSON
 from hack.devcluster.operator_deploy import (
     NAMESPACE,
     RECONCILER,
@@ -50,8 +50,8 @@ from hack.devcluster.realnode import RealNodeCluster
 from hack.devcluster.registry import ADDRESS, LocalRegistry
 from hack.devcluster.wait import wait_for
 from hack.gen import chart as gen_chart
-from tests.e2e.held import held_pi, is_running, job_pods, launcher_job_uid, let_go, running_pods, wait_held
-from tests.e2e.jobs import apply, assert_pi, reconciler_syncs, run_to_success, upstream_pi
+from tests.e2e.held import assert_adopted, assert_completes, held_pi, is_running, launcher_job_uid, wait_held
+from tests.e2e.jobs import apply, assert_pi, run_to_success, upstream_pi
 
 VERSIONS = ("9.9.1", "9.9.2")
 DEPLOYMENTS = {WEBHOOK: "webhook", RECONCILER: "reconciler"}  # Deployment: its image's component
@@ -323,15 +323,7 @@ def test_helm_upgrade_to_the_next_version_while_a_job_runs(real_cluster: RealNod
     assert listed(setup, real_cluster) == [(RELEASE, f"mpi-operator-{VERSIONS[1]}", VERSIONS[1])]
 
     # The new reconciler has seen the job and kept it as it was.
-    wait_for(lambda: reconciler_syncs(real_cluster, namespace, "pi") > 0, 60, 0.5,
-             what="the new reconciler syncing the running job")
-    assert running_pods(real_cluster, namespace, "pi") == before
-    assert launcher_job_uid(real_cluster, namespace, "pi") == launcher
-    assert is_running(real_cluster, namespace, "pi")
+    assert_adopted(real_cluster, namespace, "pi", before, launcher)
 
-    let_go(real_cluster, namespace, "pi")
-    outcome, final = wait_finished(real_cluster, namespace, "pi", timeout=180)
-    assert outcome == "Succeeded", f"{conditions(final)}\n{diagnostics(real_cluster, namespace)}"
-    assert_pi(launcher_log(real_cluster, namespace, "pi"), ["pi-worker-0", "pi-worker-1"])
-    assert set(job_pods(real_cluster, namespace, "pi").items()) <= set(before.items()), "no pod made twice"
+    final = assert_completes(real_cluster, namespace, "pi", before)
     assert final["status"]["replicaStatuses"]["Launcher"] == {"succeeded": 1}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from hack.devcluster.mpijobs import conditions, diagnostics, get_job, launcher_log, wait_finished
+from hack.devcluster.mpijobs import get_job
 from hack.devcluster.operator_deploy import (
     AGGREGATED_ROLE,
     CRD_NAME,
@@ -33,8 +33,16 @@ from hack.devcluster.operator_deploy import (
 )
 from hack.devcluster.realnode import RealNodeCluster
 from hack.devcluster.wait import wait_for
-from tests.e2e.held import held_pi, is_running, job_pods, launcher_job_uid, let_go, running_pods, wait_held
-from tests.e2e.jobs import apply, assert_pi, reconciler_syncs
+from tests.e2e.held import (
+    assert_adopted,
+    assert_completes,
+    held_pi,
+    is_running,
+    launcher_job_uid,
+    running_pods,
+    wait_held,
+)
+from tests.e2e.jobs import apply
 from tests.e2e.reads import check_reads, plant
 
 CRD = ("CustomResourceDefinition", "", CRD_NAME)
@@ -83,17 +91,9 @@ def test_operator_removed_mid_job_keeps_it_and_a_redeploy_completes_it(real_clus
 
     timings = deploy(real_cluster, redeployed)  # kubectl apply -k deploy/crds/, then deploy/
     print(f"deployed again: {timings}")
-    wait_for(lambda: reconciler_syncs(real_cluster, namespace, "pi") > 0, 60, 0.5,
-             what="the redeployed reconciler syncing the job")
-    assert running_pods(real_cluster, namespace, "pi") == before
-    assert launcher_job_uid(real_cluster, namespace, "pi") == launcher
-    assert is_running(real_cluster, namespace, "pi")
+    assert_adopted(real_cluster, namespace, "pi", before, launcher)
 
-    let_go(real_cluster, namespace, "pi")
-    outcome, final = wait_finished(real_cluster, namespace, "pi", timeout=180)
-    assert outcome == "Succeeded", f"{conditions(final)}\n{diagnostics(real_cluster, namespace)}"
-    assert_pi(launcher_log(real_cluster, namespace, "pi"), ["pi-worker-0", "pi-worker-1"])
-    assert set(job_pods(real_cluster, namespace, "pi").items()) <= set(before.items()), "no pod made twice"
+    assert_completes(real_cluster, namespace, "pi", before)
 
 
 def test_reads_with_the_webhook_scaled_to_zero(real_cluster: RealNodeCluster) -> None:

@@ -24,6 +24,7 @@ import pytest
 from hack.devcluster import HarnessError, LocalCluster
 from hack.devcluster.audit import audit_flags
 from hack.devcluster.binaries import find_bin_dir
+from hack.devcluster.helm import find_helm
 from tests.integration.operator_fixtures import (  # noqa: F401  (fixtures)
     alone,
     api_v2,
@@ -60,6 +61,15 @@ def _start(config: pytest.Config) -> LocalCluster | str:
         return local.start()  # stops and cleans up by itself when it fails
     except HarnessError as err:
         return str(err)
+
+
+@pytest.fixture(scope="session")
+def helm_binary() -> Path:
+    """Helm built from the Go module proxy (make helm), or the test skipped without it."""
+    try:
+        return find_helm()
+    except HarnessError as exc:
+        pytest.skip(f"helm is not available: {exc}")
 
 
 @pytest.fixture(scope="session")

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hack.devcluster import HarnessError, LocalCluster, wait_for
-from hack.devcluster.helm import find_helm, render_chart, value_flags
+from hack.devcluster import LocalCluster, wait_for
+from hack.devcluster.helm import render_chart, value_flags
 from hack.devcluster.operator_deploy import HELM_IMAGES
 
 MODULE = "github.com/prometheus-operator/prometheus-operator"
@@ -43,14 +43,6 @@ def operator_crds() -> list[Path]:
     info = json.loads(proc.stdout or "{}")
     assert proc.returncode == 0, info.get("Error") or proc.stderr
     return [Path(info["Dir"]) / "example" / "prometheus-operator-crd" / name for name in CRDS]
-
-
-@pytest.fixture(scope="module")
-def helm_binary() -> Path:
-    try:
-        return find_helm()
-    except HarnessError as exc:
-        pytest.skip(f"helm is not available: {exc}")
 
 
 @pytest.fixture(scope="module")

@@ -34,20 +34,12 @@ import yaml
 
 from hack.devcluster import HarnessError, LocalCluster, api_v2, wait_for
 from hack.devcluster.binaries import find_bin_dir
-from hack.devcluster.helm import CHART, RELEASE, find_helm, helm, release_objects, render_chart, value_flags
+from hack.devcluster.helm import CHART, RELEASE, helm, release_objects, render_chart, value_flags
 from hack.devcluster.operator_deploy import AGGREGATED_ROLE, CRDS, HELM_IMAGES, adopt_crd, remove_recreated_role
 
 Doc = dict[str, Any]
 CRD = "customresourcedefinition.apiextensions.k8s.io/mpijobs.kubeflow.org"
 RECREATED = f"clusterrole.rbac.authorization.k8s.io/{AGGREGATED_ROLE}"
-
-
-@pytest.fixture(scope="module")
-def helm_binary() -> Path:
-    try:
-        return find_helm()
-    except HarnessError as exc:
-        pytest.skip(f"helm is not available: {exc}")
 
 
 @pytest.fixture(scope="module")

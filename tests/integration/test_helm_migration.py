@@ -34,7 +34,7 @@ import yaml
 
 from hack.devcluster import HarnessError, LocalCluster, wait_for
 from hack.devcluster.binaries import find_bin_dir
-from hack.devcluster.helm import CHART, RELEASE, RELEASE_NAMESPACE, find_helm, helm, render_chart, value_flags
+from hack.devcluster.helm import CHART, RELEASE, RELEASE_NAMESPACE, helm, render_chart, value_flags
 from hack.devcluster.operator_deploy import CRDS, HELM_IMAGES, remove_recreated_role
 from hack.devcluster.operators import PeerBuildError, build_peer
 
@@ -59,14 +59,6 @@ MPIJOB = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"
                   {"name": "launcher", "image": "mpioperator/mpi-pi:openmpi", "command": ["mpirun", "/home/pi"]}]}}},
               "Worker": {"replicas": 2, "template": {"spec": {"containers": [
                   {"name": "worker", "image": "mpioperator/mpi-pi:openmpi"}]}}}}}}
-
-
-@pytest.fixture(scope="module")
-def helm_binary() -> Path:
-    try:
-        return find_helm()
-    except HarnessError as exc:
-        pytest.skip(f"helm is not available: {exc}")
 
 
 @pytest.fixture(scope="module")

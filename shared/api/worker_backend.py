@@ -1,0 +1,30 @@
+"""Which worker backend runs a job's workers (docs/proposals/indexed-job-workers.md): plain Pods, created one by one
+by the reconciler (the default, upstream's), or one Indexed ``batch/v1`` Job ``<job>-worker``.
+
+kubeflow.org/v2 says it in ``spec.workerBackend``; a v2beta1 object (and so every stored object: v2beta1 is the
+storage version) in the annotation ``mpijobs.kubeflow.org/worker-backend``, which conversion lifts into the field
+and back. A job that says nothing gets the reconciler's ``--default-worker-backend``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from shared.jsondict import JSONDict, object_at
+
+WORKER_BACKEND_ANNOTATION: Final = "mpijobs.kubeflow.org/worker-backend"
+WORKER_BACKEND_PODS: Final = "Pods"
+WORKER_BACKEND_INDEXED_JOB: Final = "IndexedJob"
+WORKER_BACKENDS: Final = (WORKER_BACKEND_PODS, WORKER_BACKEND_INDEXED_JOB)
+
+
+def annotated_worker_backend(obj: JSONDict) -> str | None:
+    """The backend a stored (v2beta1) object's annotation names, when it names one of ``WORKER_BACKENDS``."""
+    annotations = object_at(obj, "metadata", "annotations")
+    value = annotations.get(WORKER_BACKEND_ANNOTATION) if annotations is not None else None
+    return value if value in WORKER_BACKENDS else None
+
+
+def worker_backend_of(obj: JSONDict, default: str = WORKER_BACKEND_PODS) -> str:
+    """The backend of a stored object: its annotation's, else ``default`` (the operator's flag)."""
+    return annotated_worker_backend(obj) or default

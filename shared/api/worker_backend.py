@@ -28,3 +28,10 @@ def annotated_worker_backend(obj: JSONDict) -> str | None:
 def worker_backend_of(obj: JSONDict, default: str = WORKER_BACKEND_PODS) -> str:
     """The backend of a stored object: its annotation's, else ``default`` (the operator's flag)."""
     return annotated_worker_backend(obj) or default
+
+# On the worker Job's pod template (IndexedJob backend): the MPIJob's name, which the pod mutating webhook's
+# objectSelector matches, and what it adds to ``batch.kubernetes.io/job-completion-index`` to make the rank label
+# ``training.kubeflow.org/replica-index`` ("1" under runLauncherAsWorker, where the launcher is rank 0).
+WORKER_JOB_LABEL: Final = "mpijobs.kubeflow.org/worker-job"
+REPLICA_INDEX_OFFSET_ANNOTATION: Final = "mpijobs.kubeflow.org/replica-index-offset"
+JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"  # the Job controller's label and annotation

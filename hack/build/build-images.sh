@@ -9,10 +9,12 @@
 #   mpioperator/mpi-pi:intel     Intel MPI from the PyPI wheels impi-rt and impi-devel, on bookworm
 # Each pi image has upstream's conventions (user mpiuser, uid 1000; sshd on port 2222 with
 # ~/.sshd_config; /home/mpiuser/pi) plus /home/mpiuser/netcheck, built from examples/netcheck/netcheck.c.
-#   mpijob-operator/python-base  Debian's Python 3.11: the local base of Dockerfile.webhook/.reconciler
+#   mpijob-operator/python-base  Debian's Python 3.11: the local base of Dockerfile.webhook/.reconciler; `python:ARCH`
+#                                builds it for Debian architecture ARCH (arm64, amd64) under emulation when that is not
+#                                the host's (tagged 3.11-bookworm-ARCH; hack/build/ensure-binfmt.sh, make release)
 #   mpijob-operator/prometheus:trixie  Debian trixie's prometheus package (2.53), for tests/e2e/test_monitoring.py
 #                                (bookworm's 2.42 is built without Kubernetes service discovery)
-# Usage: build-images.sh [pause|openmpi|openmpi4|mpich|intel|prometheus|python ...] (default: all but python).
+# Usage: build-images.sh [pause|openmpi|openmpi4|mpich|intel|prometheus|python|python:ARCH ...] (default: all but python).
 # Each archive is keyed by the hash of its inputs; a second run with the archives present does no work. Each image
 # logs its build time ("prometheus ready (20 s)"). Prints the image directory.
 set -euo pipefail
@@ -38,9 +40,10 @@ mkdir -p "$OUT"
 exec 9>"$OUT/.build.lock"
 flock -n 9 || { log "another build is running; waiting for it ..."; flock 9; }
 
-pack() {  # pack LAYER OUT TAG [image_archive args...]
+pack() {  # pack LAYER OUT TAG [image_archive args...]; ARCHIVE_MODULE: another module taking them (platform_archive)
   local layer=$1 out=$2 tag=$3; shift 3
-  (cd "$HERE/../.." && python3 -m hack.build.image_archive --layer "$layer" --out "$out" --tag "$tag" "$@") >/dev/null
+  (cd "$HERE/../.." && python3 -m "${ARCHIVE_MODULE:-hack.build.image_archive}" --layer "$layer" --out "$out" \
+    --tag "$tag" "$@") >/dev/null
   rm -f "$layer"
   log "$tag: $(du -m "$out" | cut -f1) MB"
 }
@@ -127,19 +130,33 @@ build_intel() {  # the prefix is copied to /usr/local: bin/mpirun (Hydra), lib/l
 }
 
 # The base of our operator images (Dockerfile.webhook/Dockerfile.reconciler, BASE_IMAGE build argument):
-# Debian's Python 3.11 with venv, in place of the public python:3.11-slim that needs a registry.
+# Debian's Python 3.11 with venv, in place of the public python:3.11-slim that needs a registry. build_python ARCH
+# (python:ARCH) builds it for another Debian architecture than the host's: mmdebstrap --architectures=ARCH runs the
+# packages' scripts under emulation (ensure-binfmt.sh), the archive's config says ARCH (platform_archive.py), and
+# it is cached beside the host's (python-base-ARCH-<hash>.tar, tag 3.11-bookworm-ARCH). The host's recipe, archive
+# name and hash are as they were without the parameter.
 build_python() {
-  local tag="mpijob-operator/python-base:3.11-bookworm"
-  local out="$OUT/python-base-$(inputs_hash "python3,python3-venv,python-is-python3,ca-certificates $SUITE").tar"
+  local host arch; host="$(dpkg --print-architecture)"; arch="${1:-$host}"
+  local tag="mpijob-operator/python-base:3.11-bookworm" name=python-base recipe=() foreign=() packer=()
+  local module=hack.build.image_archive emulated=""
+  if [[ "$arch" != "$host" ]]; then
+    tag+="-$arch"; name+="-$arch"; foreign=(--architectures="$arch"); emulated=" for $arch (emulated)"
+    recipe=("$arch" "$(cat "$HERE/platform_archive.py")"); module=hack.build.platform_archive
+    packer=(--architecture "$arch")
+  fi
+  local out="$OUT/$name-$(inputs_hash "python3,python3-venv,python-is-python3,ca-certificates $SUITE" "${recipe[@]}").tar"
   [[ -f "$out" ]] && return 0
   need_mmdebstrap
+  [[ -z "$emulated" ]] || bash "$HERE/ensure-binfmt.sh" "$arch"
   local work; work="$(mktemp -d)"
-  log "$tag: mmdebstrap $SUITE with python3"
-  mmdebstrap --quiet --variant=apt --format=tar --include=python3,python3-venv,python-is-python3,ca-certificates \
+  log "$tag: mmdebstrap $SUITE with python3$emulated"
+  mmdebstrap --quiet --variant=apt --format=tar "${foreign[@]}" \
+    --include=python3,python3-venv,python-is-python3,ca-certificates \
     --customize-hook='rm -rf "$1/var/cache/apt/archives"/*.deb "$1/var/lib/apt/lists"/* "$1/usr/share/doc" "$1/usr/share/man"' \
     "$SUITE" "$work/layer.tar" "$MIRROR" >&2
-  rm -f "$OUT/python-base-"*.tar
-  pack "$work/layer.tar" "$out" "$tag" --cmd python3 --env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+  rm -f "$OUT/$name-"????????????.tar
+  ARCHIVE_MODULE=$module pack "$work/layer.tar" "$out" "$tag" "${packer[@]}" --cmd python3 \
+    --env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
   rm -rf "$work"
 }
 
@@ -176,7 +193,7 @@ build_prometheus() {
 targets=("$@"); (( ${#targets[@]} )) || targets=(pause openmpi openmpi4 mpich intel prometheus)
 for t in "${targets[@]}"; do
   began=$SECONDS
-  "build_$t"
+  if [[ "$t" == python:* ]]; then build_python "${t#python:}"; else "build_$t"; fi
   log "$t ready ($((SECONDS - began)) s)"
 done
 echo "$OUT"

@@ -1,7 +1,7 @@
 """A software bill of materials of one image, as SPDX 2.3 JSON, for `make release` (hack/build/release.sh).
 
     python3 -m hack.build.sbom --archive operator-webhook-<key>.tar --image REGISTRY/mpijob-webhook:1.2.3 \
-        --digest sha256:... --out mpijob-webhook-1.2.3.spdx.json
+        --digest sha256:... [--arch arm64] --out mpijob-webhook-1.2.3-arm64.spdx.json
 
 What the image holds, read from its docker-archive's layers (the last layer that has a file wins): every Debian
 package of `var/lib/dpkg/status` (installed ones) and every Python distribution of the virtualenv
@@ -56,12 +56,16 @@ def spdx_package(spdx_id: str, name: str, version: str, purl: str) -> dict[str, 
                               "referenceLocator": purl}]}
 
 
-def build_sbom(files: dict[str, bytes], image: str, digest: str, created: str, namespace: str) -> dict[str, Any]:
-    """The SPDX document of IMAGE (name:tag) at DIGEST from its FILES (path -> content, the last layer's)."""
+def build_sbom(files: dict[str, bytes], image: str, digest: str, created: str, namespace: str,
+               arch: str = "") -> dict[str, Any]:
+    """The SPDX document of IMAGE (name:tag) at DIGEST from its FILES (path -> content, the last layer's); ARCH:
+    the image's architecture, when DIGEST is that of one architecture's image of a multi-architecture tag (the
+    image's package URL says it, as the purl specification's `arch` qualifier of pkg:oci)."""
     repository, tag = image.rsplit(":", 1)
+    qualifiers = f"arch={arch}&" if arch else ""
     root = spdx_package("SPDXRef-Image", repository, tag,
                         f"pkg:oci/{repository.rsplit('/', 1)[-1]}@{digest.replace(':', '%3A')}"
-                        f"?repository_url={repository}")
+                        f"?{qualifiers}repository_url={repository}")
     packages: list[dict[str, Any]] = []
     for deb in debian_packages(files.get(DPKG_STATUS, b"").decode()):
         packages.append(spdx_package(f"SPDXRef-deb-{len(packages)}", deb["name"], deb["version"],
@@ -88,12 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--archive", type=Path, required=True, help="the image as a docker-archive")
     parser.add_argument("--image", required=True, help="the pushed reference, name:tag")
     parser.add_argument("--digest", required=True, help="the pushed manifest's digest, sha256:...")
+    parser.add_argument("--arch", default="", help="the image's architecture (amd64, arm64): DIGEST is that one's")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     files = dict(layer_files(args.archive))  # later layers replace earlier ones' files
     created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     document = build_sbom(files, args.image, args.digest, created,
-                          f"https://spdx.org/spdxdocs/{args.image.replace(':', '-')}-{uuid.uuid4()}")
+                          f"https://spdx.org/spdxdocs/{args.image.replace(':', '-')}-{uuid.uuid4()}", args.arch)
     args.out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     return 0
 

@@ -86,3 +86,13 @@ def test_files_are_read_from_the_layers_the_upper_one_winning(tmp_path: Path) ->
     archive.write_bytes(_tar({"manifest.json": json.dumps([{"Layers": ["l1.tar", "l2.tar"]}]).encode(),
                               "l1.tar": lower, "l2.tar": upper}))
     assert dict(sbom.layer_files(archive)) == {sbom.DPKG_STATUS: b"new", metadata: b"Name: x\nVersion: 1\n"}
+
+
+def test_the_sbom_of_one_platforms_image_names_its_architecture_in_the_image_purl() -> None:
+    digest = "sha256:" + "cd" * 32
+    document = sbom.build_sbom({}, "r.example.com/mpijob-webhook:1.2.3", digest, "2026-12-06T00:00:00Z",
+                               "https://spdx.org/spdxdocs/x", "arm64")
+    assert document["packages"] == [
+        package("SPDXRef-Image", "r.example.com/mpijob-webhook", "1.2.3",
+                f"pkg:oci/mpijob-webhook@sha256%3A{'cd' * 32}?arch=arm64&repository_url=r.example.com/mpijob-webhook")]
+    assert document["name"] == f"r.example.com/mpijob-webhook:1.2.3@{digest}"

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from shared.api.worker_backend import WORKER_BACKEND_PODS, WORKER_BACKENDS
 from shared.cli import duration
 
 # The klog flags the Go binary registers (v0.8.2: klog.InitFlags in cmd/mpi-operator/app/options), which
@@ -41,6 +42,7 @@ class Options:
     progress_write_interval: float
     log_level: str
     log_format: str
+    default_worker_backend: str = "Pods"  # for jobs whose worker-backend annotation says nothing
     # the webhook's managed certificates (reconciler/certs), off by default as upstream has none
     manage_webhook_certificates: bool = False
     webhook_cert_duration: timedelta = timedelta(days=365)
@@ -111,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(parser, "progress-write-interval", dest="progress_write_interval", type=float, default=1.0,
           help="least seconds between a job's writes that only report progress (worker counts, Running workers "
                "in discover_hosts.sh); condition changes are written at once (default 1; 0: every change)")
+    _flag(parser, "default-worker-backend", dest="default_worker_backend", default=WORKER_BACKEND_PODS,
+          choices=list(WORKER_BACKENDS),
+          help="how the workers of a job that does not say (annotation mpijobs.kubeflow.org/worker-backend, v2 "
+               "spec.workerBackend) run: 'Pods', created one by one by the reconciler (upstream's), or "
+               "'IndexedJob', one Indexed batch/v1 Job <job>-worker; a job keeps the backend its workers were made "
+               "with (default Pods)")
     _certificate_flags(parser)
     _flag(parser, "log-level", dest="log_level", default="info", choices=["debug", "info", "warning", "error"])
     _flag(parser, "log-format", dest="log_format", default="logfmt", choices=["logfmt", "json"])
@@ -154,7 +162,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         queue_burst=args.queue_burst, cluster_domain=args.cluster_domain,
         max_concurrent_writes=args.max_concurrent_writes, child_event_delay=args.child_event_delay,
         progress_write_interval=args.progress_write_interval,
-        log_level=args.log_level, log_format=args.log_format,
+        log_level=args.log_level, log_format=args.log_format, default_worker_backend=args.default_worker_backend,
         manage_webhook_certificates=args.manage_webhook_certificates,
         webhook_cert_duration=args.webhook_cert_duration, webhook_cert_renew_before=args.webhook_cert_renew_before,
         webhook_ca_duration=args.webhook_ca_duration, webhook_ca_renew_before=args.webhook_ca_renew_before,

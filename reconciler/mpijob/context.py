@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from reconciler.mpijob.builders.job_facts import is_suspended, run_policy_of, worker_replicas
+from reconciler.mpijob.builders.worker_job import worker_job_name
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import Cluster, record_events
 from reconciler.mpijob.policy_decisions import current_attempt, failure_policy_of, with_attempt
@@ -16,12 +17,14 @@ from reconciler.mpijob.priorities import PriorityClassCache
 from reconciler.mpijob.records import JobBook, JobRecord
 from reconciler.mpijob.sshkeys import SSHKeyPair
 from reconciler.mpijob.status import Event
+from reconciler.mpijob.worker_backends import chosen_worker_backend
 from reconciler.runtime.metadata import is_controlled_by
 from reconciler.runtime.settle import Requeue, Settler
 from reconciler.settings import Settings
 from shared.api import MPIJob, names
 from shared.api import constants as c
 from shared.api.v2types import FailurePolicy
+from shared.api.worker_backend import WORKER_BACKEND_INDEXED_JOB, WORKER_BACKEND_PODS
 from shared.jsondict import JSONDict
 
 
@@ -94,6 +97,12 @@ class JobContext(JobFacts):
     shared: Shared
     failure_policy: FailurePolicy | None = None  # spec.runPolicy.failurePolicy, kept in the v2-spec annotation
     attempt: int = 0  # the restart attempt the job is at (only with a failurePolicy)
+    worker_backend: str = WORKER_BACKEND_PODS  # how its workers run (worker_backends.py), chosen once per sync
+
+    @property
+    def indexed(self) -> bool:
+        """Whether the workers are the pods of an Indexed worker Job (else plain Pods, upstream's)."""
+        return self.worker_backend == WORKER_BACKEND_INDEXED_JOB
 
     @property
     def record(self) -> JobRecord:
@@ -110,15 +119,19 @@ class JobContext(JobFacts):
 
 
 def job_context(job: MPIJob, cached: JSONDict, now: str, shared: Shared) -> JobContext:
-    """The sync's context: the failurePolicy the job keeps in its annotation and, with one, its attempt."""
+    """The sync's context: the worker backend, the failurePolicy the job keeps in its annotation and, with one,
+    its attempt (the highest of its status, its launcher Job's, its worker Job's and its workers')."""
+    backend = chosen_worker_backend(cached, shared.caches, shared.settings.default_worker_backend)
     policy = failure_policy_of(cached)
     if policy is None:
-        return JobContext(job, cached, now, shared)
+        return JobContext(job, cached, now, shared, worker_backend=backend)
     uid = str(job.metadata.get("uid", ""))
     launcher = shared.caches.jobs.get(job.namespace, names.launcher_name(job.name))
     objects = [p for p in shared.caches.pods.select(job.namespace, names.role_selector(job.name, c.ROLE_WORKER))
                if is_controlled_by(p, uid)]
-    if launcher is not None and is_controlled_by(launcher, uid):
-        objects.append(launcher)
+    worker_job = shared.caches.jobs.get(job.namespace, worker_job_name(job.name))
+    for owned in (launcher, worker_job):
+        if owned is not None and is_controlled_by(owned, uid):
+            objects.append(owned)
     attempt = current_attempt(cached.get("status") or {}, objects, shared.book.record(uid).restarts)
-    return JobContext(job, cached, now, shared, policy, attempt)
+    return JobContext(job, cached, now, shared, policy, attempt, backend)

@@ -40,6 +40,12 @@ from reconciler.mpijob.builders.secret import (
 )
 from reconciler.mpijob.builders.service import build_service, service_spec_patch
 from reconciler.mpijob.builders.worker import build_worker
+from reconciler.mpijob.builders.worker_job import (
+    build_worker_job,
+    build_worker_job_template,
+    worker_job_name,
+    worker_job_scale_patch,
+)
 from shared.api.config_map_size import CONFIG_MAP_MAX_BYTES, config_map_size, config_map_size_errors
 
 __all__ = [
@@ -61,6 +67,8 @@ __all__ = [
     "build_ssh_secret",
     "build_volcano_pod_group",
     "build_worker",
+    "build_worker_job",
+    "build_worker_job_template",
     "build_workload",
     "calc_priority_class_name",
     "calculate_min_available",
@@ -79,4 +87,6 @@ __all__ = [
     "ssh_secret_has_key_pair",
     "sync_scheduling_directives",
     "template_overrides_restart_policy",
+    "worker_job_name",
+    "worker_job_scale_patch",
 ]

@@ -35,6 +35,19 @@ def worker_replica_index(job: MPIJob, index: int) -> str:
     return str(index + 1 if runs_launcher_as_worker(job) else index)
 
 
+def set_up_worker_spec(spec: JSONDict, job: MPIJob, cluster_domain: str) -> None:
+    """What every worker's pod spec gets after its host identity (a private copy, changed in place): the DNS
+    search path, the replica's restartPolicy, sshd as the default command, the role variable and the SSH volume."""
+    spec["dnsConfig"] = spec.get("dnsConfig") or {}
+    append_items(spec["dnsConfig"], "searches", [worker_dns_search(job, cluster_domain)])
+    spec["restartPolicy"] = replica_restart_policy(job, c.WORKER)
+    container = first_container(spec)
+    if not container.get("command") and not container.get("args"):
+        container["command"] = list(c.DEFAULT_WORKER_COMMAND)
+    append_items(container, "env", [{"name": c.ENV_JOB_ROLE, "value": c.ROLE_WORKER}])
+    setup_ssh(spec, job)
+
+
 def build_worker(job: MPIJob, index: int, gang: GangScheduling | None = None, *,
                  cluster_domain: str = "") -> JSONDict:
     """Pod ``<job>-worker-<index>`` from a copy of the Worker template, as upstream's ``newWorker``; its DNS
@@ -47,14 +60,7 @@ def build_worker(job: MPIJob, index: int, gang: GangScheduling | None = None, *,
     })
     spec = template["spec"]
     set_host_identity(spec, name, job.name)
-    spec["dnsConfig"] = spec.get("dnsConfig") or {}
-    append_items(spec["dnsConfig"], "searches", [worker_dns_search(job, cluster_domain)])
-    spec["restartPolicy"] = replica_restart_policy(job, c.WORKER)
-    container = first_container(spec)
-    if not container.get("command") and not container.get("args"):
-        container["command"] = list(c.DEFAULT_WORKER_COMMAND)
-    append_items(container, "env", [{"name": c.ENV_JOB_ROLE, "value": c.ROLE_WORKER}])
-    setup_ssh(spec, job)
+    set_up_worker_spec(spec, job, cluster_domain)
     if gang is not None:
         decorate_pod_template(template, job.name, gang)
     return {

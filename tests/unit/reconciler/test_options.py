@@ -38,6 +38,8 @@ def test_upstream_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.param([], Settings("", None, 64), id="defaults"),
     pytest.param(["--cluster-domain=cluster.local", "--gang-scheduling=volcano", "--max-concurrent-writes=3"],
                  Settings("cluster.local", GangScheduling("volcano"), 3), id="given"),
+    pytest.param(["--default-worker-backend=IndexedJob"], Settings("", None, 64, "IndexedJob"),
+                 id="indexed-job-workers"),
 ])
 def test_the_settings_of_a_sync_are_made_from_the_options(argv: list[str], settings: Settings) -> None:
     assert Settings.from_options(parse_options(argv)) == settings
@@ -62,6 +64,13 @@ def test_go_style_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None
 def test_invalid_settings_are_refused(argv: list[str], message: str) -> None:
     with pytest.raises(OptionsError, match=message.replace(".", r"\.").replace("(", r"\(")):
         parse_options(argv)
+
+
+def test_an_unknown_worker_backend_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_options(["--default-worker-backend=StatefulSet"])
+    assert ("argument --default-worker-backend/-default-worker-backend: invalid choice: 'StatefulSet' "
+            "(choose from 'Pods', 'IndexedJob')" in capsys.readouterr().err)
 
 
 def test_invalid_settings_exit_non_zero_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:

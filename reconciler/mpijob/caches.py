@@ -16,13 +16,16 @@ from reconciler.runtime.metadata import controller_of
 from reconciler.runtime.sharing import SharedDict, SharedList, shared
 from reconciler.runtime.store import PackedStore, Store
 from shared.api import constants as c
+from shared.api.worker_backend import JOB_COMPLETION_INDEX
 from shared.jsondict import JSONDict
 
 Slimmer = Callable[[JSONDict], JSONDict | None]
 _POD_META_KEYS = ("name", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
 _POD_SHARED_META = ("creationTimestamp", "deletionTimestamp")
-# what names.role_selector selects on, and the attempt of a job with a failurePolicy (failure_policy.py)
-_POD_LABELS = (c.LABEL_OPERATOR_NAME, c.LABEL_JOB_NAME, c.LABEL_JOB_ROLE, c.RESTART_ATTEMPT_LABEL)
+# what names.role_selector selects on, the attempt of a job with a failurePolicy (failure_policy.py), and the index
+# of a worker Job's pod (IndexedJob backend; plain workers have no such label: theirs are shared as before)
+_POD_LABELS = (c.LABEL_OPERATOR_NAME, c.LABEL_JOB_NAME, c.LABEL_JOB_ROLE, c.RESTART_ATTEMPT_LABEL,
+               JOB_COMPLETION_INDEX)
 _REF_KEYS = ("apiVersion", "kind", "name", "uid", "controller")
 _CAUSE_LIMIT = 1024  # a pending cause longer than a condition message is cut
 _META_KEYS = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences", "creationTimestamp",
@@ -74,7 +77,13 @@ def slim_pod(obj: JSONDict) -> JSONDict | None:
     ref = controller_of(obj)
     if ref is None or not (owned_by_mpijob(obj) or ref.get("kind") == "Job"):
         return None
-    return {"kind": "Pod", "metadata": _slim_pod_meta(obj, ref), "status": _slim_pod_status(obj)}
+    metadata = _slim_pod_meta(obj, ref)
+    slim: JSONDict = {"kind": "Pod", "metadata": metadata, "status": _slim_pod_status(obj)}
+    if JOB_COMPLETION_INDEX in metadata["labels"]:  # a worker Job's pod: discover_hosts.sh lists its hostname
+        hostname = (obj.get("spec") or {}).get("hostname")
+        if isinstance(hostname, str):
+            slim["spec"] = {"hostname": sys.intern(hostname)}
+    return slim
 
 
 def _failure_status(obj: JSONDict) -> JSONDict | None:
@@ -132,6 +141,9 @@ def slim_job(obj: JSONDict) -> JSONDict | None:
     status = obj.get("status") or {}
     keep = ("conditions", "failed", "succeeded", "active", "startTime", "completionTime")
     spec = {"suspend": bool((obj.get("spec") or {}).get("suspend"))}
+    if (obj.get("spec") or {}).get("completionMode") == "Indexed":  # a worker Job: its size, which a scale patches
+        spec.update((key, obj["spec"][key]) for key in ("completionMode", "parallelism", "completions")
+                    if key in obj["spec"])
     return {"kind": "Job", "metadata": _slim_meta(obj), "spec": spec,
             "status": {key: status[key] for key in keep if key in status}}
 

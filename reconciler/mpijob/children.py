@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from reconciler.mpijob import builders, gating
+from reconciler.mpijob import builders, gating, indexed_workers
 from reconciler.mpijob.builders.job_facts import run_policy_of
 from reconciler.mpijob.caches import slim_job
 from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.ensure import create_or_read, ensure_controlled, get_or_create
 from reconciler.mpijob.status import Event, launcher_done, phase
+from reconciler.mpijob.worker_backends import with_backend_label
 from reconciler.runtime.api_resources import CONFIG_MAPS, ENDPOINT_SLICES, JOBS, SECRETS, SERVICES, Resource
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.metadata import is_controlled_by, meta
@@ -49,15 +50,18 @@ async def find_launcher(ctx: JobContext, first_sync: bool) -> JSONDict | None:
 
 
 async def ensure_service(ctx: JobContext) -> None:
-    desired = builders.build_service(ctx.job)
+    desired = with_backend_label(builders.build_service(ctx.job), ctx.worker_backend)
     existing, created = await get_or_create(ctx, ctx.shared.caches.services, SERVICES, desired)
     spec = None if created else builders.service_spec_patch(existing, desired)
     if spec is not None:
         await _patch(ctx, SERVICES, existing, {"spec": spec})
 
 
-def running_workers(ctx: JobContext) -> list[JSONDict]:
-    """Worker pods (of any index) in phase Running: what ``discover_hosts.sh`` lists."""
+def running_workers(ctx: JobContext) -> list[builders.RunningWorker]:
+    """Worker pods (of any index) in phase Running: what ``discover_hosts.sh`` lists; a worker Job's by their
+    hostnames (their names carry a random suffix), each once."""
+    if ctx.indexed:
+        return list(indexed_workers.running_hostnames(ctx))
     selector, uid = names.role_selector(ctx.name, c.ROLE_WORKER), ctx.uid
     return [p for p in ctx.shared.caches.pods.select(ctx.namespace, selector)
             if phase(p) == "Running" and is_controlled_by(p, uid)]

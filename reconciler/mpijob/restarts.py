@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from reconciler.mpijob import children, gang, workers
+from reconciler.mpijob import children, gang, indexed_workers, workers
 from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.metrics import OperatorMetrics
 from reconciler.mpijob.outcomes import SyncOutcome
@@ -93,35 +93,42 @@ async def _decide(ctx: JobContext, status: JSONDict, removed: list[JSONDict]) ->
     return PolicyEffect(status, SyncOutcome.FAILED, (event,), judged)
 
 
-def _older(ctx: JobContext, below: int) -> tuple[JSONDict | None, list[JSONDict]]:
-    """The launcher Job and workers of attempts before ``below`` (terminating ones included)."""
+def _older(ctx: JobContext, below: int) -> tuple[JSONDict | None, list[JSONDict], JSONDict | None]:
+    """The launcher Job, workers and worker Job (IndexedJob) of attempts before ``below`` (terminating ones
+    included); a worker Job's pods go with it."""
     launcher = children.cached_launcher(ctx)
     if launcher is not None and (not is_controlled_by(launcher, ctx.uid) or attempt_label(launcher) >= below):
         launcher = None
-    return launcher, [p for p in workers.owned_workers(ctx) if attempt_label(p) < below]
+    if ctx.indexed:
+        worker_job = indexed_workers.worker_job(ctx)
+        return launcher, [], worker_job if worker_job is not None and attempt_label(worker_job) < below else None
+    return launcher, [p for p in workers.owned_workers(ctx) if attempt_label(p) < below], None
 
 
 def _older_objects_exist(ctx: JobContext, below: int) -> bool:
-    launcher, old_workers = _older(ctx, below)
-    return launcher is not None or bool(old_workers)
+    launcher, old_workers, worker_job = _older(ctx, below)
+    return launcher is not None or bool(old_workers) or worker_job is not None
 
 
 async def _tear_down(ctx: JobContext, below: int) -> None:
-    """Delete the PodGroup, and the launcher Job (foreground) and workers of attempts before ``below``; the SSH
-    Secret, the ConfigMap and the Service stay. Objects already terminating are left to finish."""
+    """Delete the PodGroup, and the launcher Job and worker Job (both in the foreground: their names are reused
+    only once their pods are gone) and workers of attempts before ``below``; the SSH Secret, the ConfigMap and the
+    Service stay. Objects already terminating are left to finish."""
     if ctx.shared.settings.gang is not None:
         await gang.delete_pod_group(ctx)
-    launcher, old_workers = _older(ctx, below)
+    launcher, old_workers, worker_job = _older(ctx, below)
     if launcher is not None:
         await children.delete_launcher(ctx, launcher)
+    if worker_job is not None:
+        await indexed_workers.delete_worker_job(ctx, worker_job, indexed_workers.FOREGROUND)
     await workers.delete_all(ctx, old_workers)
 
 
 def _decision(ctx: JobContext, removed: list[JSONDict]) -> Decision | None:
     """The rule that decides on the current attempt's failed pods, those the watch saw removed included: none
     once its launcher Job completed or ran out of time (a restart never extends a deadline), as v2beta1 then
-    ends the job. Only pods this job controls count: workers controlled by its UID, launcher pods by its
-    current launcher Job's (never a same-named predecessor's)."""
+    ends the job. Only pods this job controls count: workers controlled by its UID (or by its current worker Job),
+    launcher pods by its current launcher Job's (never a same-named predecessor's)."""
     launcher = children.cached_launcher(ctx)
     if launcher is not None and not is_controlled_by(launcher, ctx.uid):
         launcher = None
@@ -130,7 +137,7 @@ def _decision(ctx: JobContext, removed: list[JSONDict]) -> Decision | None:
         return None
     launcher_uid = str(meta(launcher).get("uid", "")) if launcher is not None else None
     pods = [(c.ROLE_WORKER, p) for p in [*workers.owned_workers(ctx), *_roles(removed, c.ROLE_WORKER)]
-            if attempt_label(p) == ctx.attempt and _indexed(ctx, p) and is_controlled_by(p, ctx.uid)]
+            if attempt_label(p) == ctx.attempt and _indexed(ctx, p) and workers.is_job_worker(ctx, p)]
     pods += [(c.ROLE_LAUNCHER, p) for p in children.launcher_pods(ctx, launcher)]
     pods += [(c.ROLE_LAUNCHER, p) for p in _roles(removed, c.ROLE_LAUNCHER)
              if attempt_label(p) == ctx.attempt and launcher_uid is not None and is_controlled_by(p, launcher_uid)]
@@ -143,7 +150,7 @@ def _roles(pods: list[JSONDict], role: str) -> list[JSONDict]:
 
 def _indexed(ctx: JobContext, pod: JSONDict) -> bool:
     """A worker of an index below ``replicas`` (one removed by a scale-down is no failure)."""
-    index = workers.worker_index(ctx.name, meta(pod)["name"])
+    index = workers.index_of(ctx, pod)
     return index is not None and index < ctx.worker_replicas
 
 

@@ -142,7 +142,7 @@ class Reconciler:
         WorkersReady says so (on jobs that have it); nothing is created."""
         await self._stop_launcher(ctx, status)
         if ctx.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING):
-            await self._clean_up(ctx)
+            await self._clean_up(ctx, finished=True)
             status.setdefault("replicaStatuses", {})[c.WORKER] = {}
         if find_condition(status, c.CONDITION_WORKERS_READY) is not None:  # not added to jobs finished before it
             events = [*events, *_workers_ready(ctx, status, [])[0]]
@@ -212,9 +212,9 @@ class Reconciler:
         entry = unfinished_launcher_status(launcher or {}, children.launcher_pods(ctx, launcher))
         status.setdefault("replicaStatuses", {})[c.LAUNCHER] = entry
 
-    async def _clean_up(self, ctx: JobContext) -> None:
+    async def _clean_up(self, ctx: JobContext, *, finished: bool = False) -> None:
         """Workers per cleanPodPolicy, and the PodGroup (finished or suspended jobs)."""
-        await workers.clean_up(ctx)
+        await workers.clean_up(ctx, finished=finished)
         if self.shared.settings.gang is not None:
             await gang.delete_pod_group(ctx)
 

@@ -1,4 +1,5 @@
-"""Worker pods: scale down, create the missing ones concurrently, and clean up on finish or suspend.
+"""Worker pods: scale down, create the missing ones concurrently, and clean up on finish or suspend; a job of the
+IndexedJob backend has each of these done through its worker Job instead (``indexed_workers.py``).
 
 Writes for one job run concurrently in a TaskGroup, at most ``--max-concurrent-writes`` in flight in the whole
 process: the first failure cancels the writes still in flight and is raised as itself.
@@ -11,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TypeVar
 
-from reconciler.mpijob import builders
+from reconciler.mpijob import builders, indexed_workers
 from reconciler.mpijob.caches import slim_pod
 from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.ensure import create_or_read, ensure_controlled
@@ -41,6 +42,9 @@ def worker_prefix(job_name: str) -> str:
 
 
 def owned_workers(ctx: JobContext) -> list[JSONDict]:
+    """Every worker pod of the job (any index): controlled by the MPIJob, or by its worker Job (IndexedJob)."""
+    if ctx.indexed:
+        return indexed_workers.job_pods(ctx)
     selector = names.role_selector(ctx.name, c.ROLE_WORKER)
     return [p for p in ctx.shared.caches.pods.select(ctx.namespace, selector) if is_controlled_by(p, ctx.uid)]
 
@@ -136,6 +140,8 @@ async def ensure_workers(ctx: JobContext, *, create: bool = True) -> list[JSONDi
     """The worker pods of indexes 0..replicas-1, in index order, creating the missing ones (unless ``create`` is
     False: then only the existing ones). A failed create cancels the others and is reported in one Warning event,
     however many workers it concerned, and raised as ``CreateFailedError``."""
+    if ctx.indexed:
+        return await indexed_workers.ensure_workers(ctx, create=create)
     if ctx.job.replica_spec(c.WORKER) is None:
         return []
     found, missing = _existing_workers(ctx)
@@ -162,9 +168,13 @@ async def delete_all(ctx: JobContext, pods: list[JSONDict]) -> None:
     await _concurrently(ctx, (partial(_delete, ctx, p) for p in doomed))
 
 
-async def clean_up(ctx: JobContext) -> None:
+async def clean_up(ctx: JobContext, *, finished: bool = False) -> None:
     """Delete workers per cleanPodPolicy: ``Running`` keeps pods that finished; ``All`` and ``None`` (when
-    suspending) delete every worker. Pods already terminating are left to finish."""
+    suspending) delete every worker. Pods already terminating are left to finish. The IndexedJob backend does it
+    through its worker Job (``finished``: the job ended, rather than being suspended)."""
+    if ctx.indexed:
+        await indexed_workers.clean_up(ctx, finished=finished)
+        return
     doomed = []
     for pod in owned_workers(ctx):
         if not _deletable(ctx, pod):
@@ -174,3 +184,16 @@ async def clean_up(ctx: JobContext) -> None:
         doomed.append(pod)
     doomed.sort(key=lambda p: worker_index(ctx.name, meta(p)["name"]) or 0)
     await _concurrently(ctx, (partial(_delete, ctx, p) for p in doomed))
+
+
+def index_of(ctx: JobContext, pod: JSONDict) -> int | None:
+    """A worker's index: in its name (Pods), or its completion index (IndexedJob)."""
+    return indexed_workers.completion_index(pod) if ctx.indexed else worker_index(ctx.name, meta(pod)["name"])
+
+
+def is_job_worker(ctx: JobContext, pod: JSONDict) -> bool:
+    """Whether the worker pod is the job's own: controlled by the MPIJob, or by its current worker Job."""
+    if not ctx.indexed:
+        return is_controlled_by(pod, ctx.uid)
+    job = indexed_workers.worker_job(ctx)
+    return job is not None and is_controlled_by(pod, str(meta(job).get("uid", "")))

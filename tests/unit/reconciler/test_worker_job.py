@@ -172,3 +172,24 @@ def test_only_an_indexed_job_s_service_is_labelled() -> None:
     assert labelled == {**service, "metadata": {**service["metadata"], "labels": {
         "app": "foo", "mpijobs.kubeflow.org/worker-backend": "IndexedJob"}}}
     assert service["metadata"]["labels"] == {"app": "foo"}, "the built Service is not changed"
+
+
+def test_the_cache_keeps_a_worker_job_s_size_and_its_pods_index_and_hostname() -> None:
+    worker_job = {**_worker_job(), "status": {"active": 3}}
+    assert slim_job(copy.deepcopy(worker_job)) == {
+        "kind": "Job", "metadata": worker_job["metadata"], "status": {"active": 3},
+        "spec": {"suspend": False, "completionMode": "Indexed", "parallelism": 3, "completions": 3}}
+    launcher = builders.build_launcher_job(_job())
+    assert slim_job(launcher)["spec"] == {"suspend": False}, "a launcher's as before"  # type: ignore[index]
+    labels = builders.build_worker_job_template(_job())["metadata"]["labels"]
+    pod = {"metadata": {"name": "foo-worker-2-x7k2p", "namespace": "bar", "labels": {
+        **labels, "batch.kubernetes.io/job-completion-index": "2"},
+        "ownerReferences": [{"kind": "Job", "name": "foo-worker", "uid": "j", "controller": True}]},
+        "spec": {"hostname": "foo-worker-2", "containers": []}, "status": {"phase": "Running"}}
+    slim = slim_pod(pod)
+    assert slim is not None
+    assert slim["spec"] == {"hostname": "foo-worker-2"}
+    assert slim["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == "2"
+    plain = slim_pod({**builders.build_worker(_job(), 2), "status": {"phase": "Running"}})
+    assert plain is not None
+    assert "spec" not in plain, "a plain worker's slim pod is as before"

@@ -1,0 +1,231 @@
+"""The IndexedJob worker backend in a sync (docs/reconciler.md, "Worker backends"): the worker Job created once the
+job runs and never beside a predecessor being deleted, the pod of each index (a replacement over the pod it
+replaces), discover_hosts.sh from hostnames in numeric order, scaling, suspension, cleanPodPolicy, and the flag
+that moves no existing job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconciler.mpijob import builders
+from reconciler.mpijob.custom_resources import MPIJOBS
+from reconciler.mpijob.worker_backends import with_backend_label
+from reconciler.runtime.api_resources import JOBS, PODS, SERVICES
+from reconciler.settings import Settings
+from shared.jsondict import JSONDict
+from tests.unit.reconciler.test_sync import EARLIER, T, World, condition, created_condition, defaulted, new_mpijob
+
+INDEXED = {"mpijobs.kubeflow.org/worker-backend": "IndexedJob"}
+WORKER_JOB_UID = "worker-job-uid"
+
+
+def indexed_job(workers: int, **spec: Any) -> JSONDict:
+    job = new_mpijob(workers=workers, **spec)
+    job["metadata"]["annotations"] = dict(INDEXED)
+    return job
+
+
+def add_dependencies(world: World) -> None:
+    """The Service (labelled with the backend, as the reconciler made it), ConfigMap and Secret."""
+    assert world.job is not None
+    world.add_dependencies()
+    world.cluster.given(SERVICES, with_backend_label(builders.build_service(defaulted(world.job)), "IndexedJob"))
+
+
+def given_worker_job(world: World, *, replicas: int | None = None, deleting: bool = False,
+                     suspend: bool = False) -> JSONDict:
+    assert world.job is not None
+    job = builders.build_worker_job(defaulted(world.job))
+    job["metadata"]["uid"] = WORKER_JOB_UID
+    if replicas is not None:
+        job["spec"]["parallelism"] = job["spec"]["completions"] = replicas
+    if deleting:
+        job["metadata"]["deletionTimestamp"] = T
+        job["metadata"]["finalizers"] = ["foregroundDeletion"]
+    if suspend:
+        job["spec"]["suspend"] = True
+    return world.cluster.given(JOBS, job)
+
+
+def given_pod(world: World, index: int, phase: str, *, suffix: str = "abcde", created: str = EARLIER,
+              ready: bool | None = None, deleting: bool = False) -> JSONDict:
+    """A pod the Job controller made for ``index``: name with a random suffix, the index label, the forced hostname."""
+    assert world.job is not None
+    template = builders.build_worker_job_template(defaulted(world.job))
+    metadata: JSONDict = {
+        "name": f"test-worker-{index}-{suffix}", "namespace": "default", "uid": f"pod-{index}-{suffix}",
+        "creationTimestamp": created,
+        "labels": {**template["metadata"]["labels"], "batch.kubernetes.io/job-completion-index": str(index)},
+        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "test-worker", "uid": WORKER_JOB_UID,
+                             "controller": True, "blockOwnerDeletion": True}]}
+    if deleting:
+        metadata["deletionTimestamp"] = T
+    status: JSONDict = {"phase": phase}
+    if ready if ready is not None else phase == "Running":
+        status["conditions"] = [{"type": "Ready", "status": "True"}]
+    return world.cluster.given(PODS, {"metadata": metadata, "spec": {**template["spec"],
+                                                                     "hostname": f"test-worker-{index}"},
+                                      "status": status})
+
+
+async def test_the_first_sync_creates_the_worker_job_and_no_pod() -> None:
+    job = indexed_job(4)
+    world = World(job)
+    await world.sync()
+    assert world.cluster.actions == [
+        ("create", "services", "test"), ("create", "configmaps", "test-config"), ("create", "secrets", "test-ssh"),
+        ("create", "jobs", "test-worker"), ("create", "jobs", "test-launcher"), ("update_status", "mpijobs", "test")]
+    assert world.cluster.created("jobs", "test-worker") == builders.build_worker_job(defaulted(job))
+    service = world.cluster.created("services", "test")
+    assert service["metadata"]["labels"] == {"app": "test", "mpijobs.kubeflow.org/worker-backend": "IndexedJob"}
+    assert world.cluster.status_written()["replicaStatuses"] == {"Launcher": {}, "Worker": {}}
+    assert world.cluster.status_written()["readyWorkers"] == "0/4"
+
+
+async def test_the_flag_makes_a_new_job_an_indexed_one() -> None:
+    world = World(new_mpijob(workers=2))
+    world.reconciler.shared.settings = Settings(default_worker_backend="IndexedJob")
+    await world.sync()
+    assert ("create", "jobs", "test-worker") in world.cluster.actions
+    assert not [a for a in world.cluster.actions if a[1] == "pods"]
+
+
+async def test_the_flag_does_not_move_a_job_whose_workers_exist() -> None:
+    """Its workers say (here without a Service: the pods alone decide)."""
+    world = World(new_mpijob(workers=2))
+    world.add_workers(2, "Running", ready=True)
+    world.reconciler.shared.settings = Settings(default_worker_backend="IndexedJob")
+    await world.sync()
+    assert not [a for a in world.cluster.actions if a[1] == "jobs" and a[2] == "test-worker"]
+    assert world.cluster.created("services", "test") == builders.build_service(defaulted(new_mpijob(workers=2)))
+
+
+async def test_each_index_is_its_newest_pod_not_being_deleted_and_hosts_are_listed_by_hostname() -> None:
+    world = World(indexed_job(11))
+    add_dependencies(world)
+    given_worker_job(world)
+    for index in range(11):
+        given_pod(world, index, "Running")
+    given_pod(world, 3, "Failed", suffix="older", created="2026-11-29T10:00:00Z")  # the pod index 3 replaced
+    given_pod(world, 5, "Running", suffix="leaving", created=T, deleting=True)  # newer, but being deleted
+    world.add_launcher(suspend=False, pods=[{"phase": "Running"}])
+    world.publish_workers()
+    await world.sync()
+    status = world.cluster.status_written()
+    assert status["replicaStatuses"]["Worker"] == {"active": 11}
+    assert status["readyWorkers"] == "11/11"
+    patches = [body for verb, plural, name, body in world.cluster.writes if (verb, plural) == ("patch", "configmaps")]
+    script = patches[-1]["patch"]["data"]["discover_hosts.sh"]
+    assert script == "#!/bin/sh\n" + "".join(f"echo test-worker-{i}.test.default.svc\n" for i in range(11))
+    assert [a for a in world.cluster.actions if a[1] in ("jobs", "pods")] == [], "nothing to create or patch"
+
+
+async def test_the_pods_not_made_yet_are_pending() -> None:
+    world = World(indexed_job(3))
+    add_dependencies(world)
+    given_worker_job(world)
+    given_pod(world, 1, "Running")
+    world.add_launcher(suspend=False)
+    await world.sync()
+    status = world.cluster.status_written()
+    assert status["readyWorkers"] == "1/3"
+    assert [c for c in status["conditions"] if c["type"] == "WorkersReady"] == [
+        condition("WorkersReady", "False", "WorkersStarting", "2/3 workers pending: waiting to start")]
+
+
+@pytest.mark.parametrize(("had", "wants"), [(4, 6), (6, 3)])
+async def test_a_scale_patches_parallelism_and_completions(had: int, wants: int) -> None:
+    world = World(indexed_job(wants))
+    add_dependencies(world)
+    given_worker_job(world, replicas=had)
+    world.add_launcher(suspend=False)
+    await world.sync()
+    job_writes = [(verb, name, body.get("patch")) for verb, plural, name, body in world.cluster.writes
+                  if plural == "jobs"]
+    assert job_writes == [("patch", "test-worker", {"spec": {"parallelism": wants, "completions": wants}})]
+
+
+async def test_suspending_deletes_the_worker_job_in_the_foreground() -> None:
+    world = World(indexed_job(2, runPolicy={"cleanPodPolicy": "Running", "suspend": True}))
+    add_dependencies(world)
+    given_worker_job(world)
+    given_pod(world, 0, "Running")
+    given_pod(world, 1, "Succeeded")
+    world.add_launcher(suspend=True)
+    await world.sync()
+    deletes = [(name, body["propagationPolicy"]) for verb, plural, name, body in world.cluster.writes
+               if (verb, plural) == ("delete", "jobs")]
+    assert deletes == [("test-worker", "Foreground")]
+    assert not [a for a in world.cluster.actions if a[1] == "pods"]
+
+
+async def test_a_resume_waits_for_the_suspended_worker_job_to_go() -> None:
+    world = World(indexed_job(2))
+    add_dependencies(world)
+    given_worker_job(world, deleting=True)
+    given_pod(world, 0, "Running", deleting=True)
+    world.add_launcher(suspend=False)
+    await world.sync()
+    assert [a for a in world.cluster.actions if a[1] in ("jobs", "pods")] == [], "no create, no second delete"
+    assert world.cluster.status_written()["readyWorkers"] == "0/2"
+
+
+async def test_a_create_that_meets_a_predecessor_being_deleted_waits() -> None:
+    """The cache no longer shows the old Job, the API server still has it (being deleted): 409, read, wait."""
+    world = World(indexed_job(2))
+    add_dependencies(world)
+    old = builders.build_worker_job(defaulted(indexed_job(2)))
+    old["metadata"].update(uid="old", deletionTimestamp=T, finalizers=["foregroundDeletion"])
+    world.cluster.given(JOBS, old, cached=False)
+    world.add_launcher(suspend=False)
+    await world.sync()
+    assert [a for a in world.cluster.actions if a[1] in ("jobs", "pods")] == []
+    assert ("jobs", "test-worker") in world.cluster.reads
+
+
+def finished(job: JSONDict) -> JSONDict:
+    job["status"] = {"conditions": [created_condition(), condition("Succeeded", "True", "MPIJobSucceeded", "done")],
+                     "startTime": EARLIER, "completionTime": T,
+                     "replicaStatuses": {"Launcher": {"succeeded": 1}, "Worker": {"active": 2}}}
+    return job
+
+
+@pytest.mark.parametrize(("policy", "writes"), [
+    pytest.param("All", [("delete", {"propagationPolicy": "Background"})], id="all-deletes-the-job"),
+    pytest.param("Running", [("patch", {"patch": {"spec": {"suspend": True}}})], id="running-suspends-the-job"),
+    pytest.param("None", [], id="none-leaves-it"),
+])
+async def test_clean_pod_policy_of_a_finished_job(policy: str, writes: list[tuple[str, JSONDict]]) -> None:
+    world = World(finished(indexed_job(2, runPolicy={"cleanPodPolicy": policy})))
+    add_dependencies(world)
+    given_worker_job(world)
+    given_pod(world, 0, "Running")
+    given_pod(world, 1, "Succeeded")
+    world.add_launcher(conditions=[{"type": "Complete", "status": "True"}])
+    await world.sync()
+    assert [(verb, {k: v for k, v in body.items() if k != "metadata"}) for verb, plural, _, body
+            in world.cluster.writes if plural in ("jobs", "pods")] == writes
+
+
+async def test_a_finished_job_s_suspended_worker_job_is_left_alone() -> None:
+    world = World(finished(indexed_job(2, runPolicy={"cleanPodPolicy": "Running"})))
+    add_dependencies(world)
+    given_worker_job(world, suspend=True)
+    world.add_launcher(conditions=[{"type": "Complete", "status": "True"}])
+    await world.sync()
+    assert [a for a in world.cluster.actions if a[1] in ("jobs", "pods")] == []
+
+
+async def test_the_annotation_of_a_job_made_by_another_backend_is_not_followed() -> None:
+    """A job whose Service was made without the backend label (by the Pods backend, or an older operator) keeps
+    Pods even when annotated IndexedJob afterwards (by a client the webhook did not check)."""
+    job = new_mpijob(workers=2)
+    world = World(job)
+    world.add_dependencies()
+    job["metadata"]["annotations"] = dict(INDEXED)
+    world.cluster.given(MPIJOBS, job)
+    await world.sync()
+    assert [a for a in world.cluster.actions if a[1] in ("jobs", "pods")][:2] == [
+        ("create", "pods", "test-worker-0"), ("create", "pods", "test-worker-1")]

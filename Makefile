@@ -57,7 +57,7 @@ help:
 	@echo "  make bench-admission   through the API server (B0/B1)"
 	@echo "  make bench-reconciler  pod-create ceiling, time to all workers created, API writes per job (B0/B3/B5)"
 	@echo "  make bench-recovery    recovery after a reconciler restart"
-	@echo "  make bench-peer        side by side with the upstream Go mpi-operator v0.8.2 (B3/B4/B5/B6; BENCH_PEER_ARGS=...)"
+	@echo "  make bench-peer        side by side with the upstream Go mpi-operator v0.8.2: B3-B6, then scale (BENCH_PEER_PARTS=peer,scale; BENCH_PEER_ARGS=..., BENCH_SCALE_ARGS=...)"
 	@echo "  make bench-gating      launcher gating's added time per job on the real node, p50/p99 (Linux, root; BENCH_GATING_ARGS=...)"
 	@echo "  make clean         remove .venv, .cluster and the tools' caches in the checkout"
 	@echo "  make help          this list"
@@ -298,9 +298,13 @@ $(BENCH_STAMP): $(STAMP) $(LOCK)/bench.txt
 	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)/bench.txt
 	@touch $@
 
+# Side by side with the Go operator: B0-B6 (hack.bench.peer), then the scale scenarios (hack.bench.scale: W = 1,000
+# and 10,000, 1,000 jobs at once, a job too large for its ConfigMap, the API server's floor). BENCH_PEER_PARTS picks.
+BENCH_PEER_PARTS ?= peer,scale
 bench-peer: $(BENCH_STAMP) testbin
 	@bash hack/build/build-peer.sh >/dev/null
-	$(PY) -m hack.bench.peer $(BENCH_PEER_ARGS)
+	@case ",$(BENCH_PEER_PARTS)," in *,peer,*) $(PY) -m hack.bench.peer $(BENCH_PEER_ARGS);; esac
+	@case ",$(BENCH_PEER_PARTS)," in *,scale,*) $(PY) -m hack.bench.scale $(BENCH_SCALE_ARGS);; esac
 
 clean:
 	rm -rf $(VENV) $(CLUSTER_DIR) .mypy_cache .ruff_cache .pytest_cache

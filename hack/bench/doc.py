@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,32 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hack.bench.figures import Figure, show, source_line
+from hack.bench.scale.summary import scale_lines
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS = REPO_ROOT / "hack" / "bench" / "results"
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
 START = "<!-- generated: summary (python -m hack.bench.doc, from hack/bench/results/*.json; do not edit) -->"
 END = "<!-- end: summary -->"
-
-Figure = dict[str, Any]  # {"median", "min", "max", "n"}; min and max may be missing (not recorded)
-
-
-def stat(values: list[float]) -> Figure | None:
-    """What a results file keeps of a figure measured in several rounds; None for no values."""
-    if not values:
-        return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
-
-
-def show(figure: Figure | None, digits: int = 2, sep: bool = False, unit: str = "") -> str:
-    """``median (min-max)``, the median alone for one round or when min-max was not recorded, ``-`` for none."""
-    if figure is None:
-        return "-"
-    fmt = f"{',' if sep else ''}.{digits}f"
-    text = format(figure["median"], fmt) + unit
-    if figure.get("n") == 1 or figure.get("min") is None:
-        return text
-    return f"{text} ({format(figure['min'], fmt)}-{format(figure['max'], fmt)})"
-
 
 def rounded(value: Any, places: int = 6) -> Any:
     """``value`` with every float rounded (results files stay small and their diffs readable)."""
@@ -247,51 +228,6 @@ def censored_line(peer: dict[str, Any]) -> str:
     c = row["censored"]
     return (f"At 10 jobs/s the Go operator had {'/'.join(map(str, counts))} of {c['of']} launchers (by round) still "
             f"missing {c['after_s']:g} s after the last POST: its p99 is a lower bound (>=).")
-
-
-def source_line(name: str, data: dict[str, Any]) -> str:
-    how = f"transcribed from its record in {data['transcribed_from']}" if data["provenance"] == "transcribed" \
-        else f"`{data['command']}`"
-    return (f"- {name}: {data['date']}, commit {data['commit']}, {data['rounds']} rounds, {data['machine']}; "
-            f"{how}.")
-
-
-SCALE_SCENARIOS = {"one": "one job of {workers:,} workers", "many": "{jobs:,} jobs of {workers} workers at once"}
-
-
-def scale_lines(scale: dict[str, Any]) -> list[str]:
-    """B7/B8 (``scale.json``, hack/bench/scale.py): one row per scenario and operator, every figure from the audit
-    log or a count checked after the pods exist, the rounds' medians (min-max)."""
-    runs = scale["runs"]
-    lines = [
-        source_line("`scale.json`, ours and the Go mpi-operator at scale, each alone in turn", scale),
-        f"  Both operators `{scale['operator_flags']}`; {scale['control_plane']}; {scale.get('nodes', 'kwok nodes')}; "
-        f"audit log on. CPU: {scale['cpu_method']}.",
-        *(f"  Note: {note}" for note in scale.get("notes", [])),
-        "",
-        "| scale scenario | operator | pods created (409 AlreadyExists) | POST to all created, s | to all Running, s "
-        "| CPU-s per 1,000 pods | peak RSS, MiB | ConfigMap writes, bytes | EndpointSlices | the operator's requests |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, template in SCALE_SCENARIOS.items():
-        for kind, label in (("go", f"Go {scale['peer_version']}"), ("ours", "ours")):
-            got = [r for r in runs if r["scenario"] == name and r["operator"] == kind]
-            if not got:
-                continue
-            first = got[0]
-            requests = sum(sum(r["requests"].values()) for r in got) / len(got)
-            scenario = template.format(jobs=first["jobs"], workers=first["workers"])
-            lines.append(
-                f"| {scenario} | {label} | {show(stat([r['created'] for r in got]), 0, sep=True)} "
-                f"({show(stat([r['already_exists'] for r in got]), 0, sep=True)}) "
-                f"| {show(stat([r['all_created'] for r in got]), 1)} "
-                f"| {show(stat([r['all_running'] for r in got]), 1)} "
-                f"| {show(stat([r['cpu_per_1000_pods'] for r in got]), 2)} "
-                f"| {show(stat([r['peak_rss_kb'] / 1024 for r in got]), 1)} "
-                f"| {show(stat([r['configmap_writes'] for r in got]), 0, sep=True)}, "
-                f"{show(stat([r['configmap_bytes'] for r in got]), 0, sep=True)} "
-                f"| {show(stat([r['endpoint_slices'] for r in got]), 0)} | {requests:,.0f} |")
-    return [*lines, ""]
 
 
 GATING_ROWS = {"added": "gating added per job: last worker Ready to launcher pod created",

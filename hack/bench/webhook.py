@@ -35,7 +35,7 @@ from typing import Any
 import orjson
 
 from hack.bench import doc as benchdoc
-from hack.bench.doc import show, stat
+from hack.bench.figures import show, stat
 from hack.bench.payloads import admission_review, mpijob_of_size
 from hack.bench.procstat import ProcessSample, free_port, wait_for_https
 

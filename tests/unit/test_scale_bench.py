@@ -1,6 +1,7 @@
-"""hack/bench/scale.py reads its figures from the API server's audit log: the first MPIJob POST, the operator's pod
-creates by answer and the last one created, its requests by verb and resource, the ConfigMap bytes it wrote; and
-docs/benchmarks.md's summary shows a measured scale run."""
+"""hack/bench/scale reads its figures from the API server's audit log: the first MPIJob POST, the operator's pod
+creates by answer and the first and last one created, its requests by verb and resource, the ConfigMap bytes it
+wrote; docs/benchmarks.md's summary shows a measured scale run: rows, ratios within each round, the cost per pod
+against W, and what each operator does with a job whose ConfigMap cannot fit."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ from typing import Any
 
 import orjson
 
-from hack.bench import doc as benchdoc
-from hack.bench.scale import from_audit, stamp
+from hack.bench.scale.__main__ import parse_args, scenarios_of
+from hack.bench.scale.audit import from_audit, stamp
+from hack.bench.scale.scenarios import floor_pods, long_names
+from hack.bench.scale.summary import scale_lines
+from hack.devcluster.mpijobs import mpijob
+from shared.api import MPIJob, defaulted_dict
+from shared.api.config_map_size import largest_fitting_workers
 
 OURS = "mpi-operator/0.1.0 (linux/x86_64) pid/42"
 
@@ -45,7 +51,8 @@ def test_the_figures_of_a_scenario_come_from_the_audit_log(tmp_path: Path) -> No
     figures = from_audit(log, 0, {"one"})
     config_bytes = len(orjson.dumps({"data": {"hostfile": "w-0 slots=1\n"}})) + len(orjson.dumps(patch))
     assert figures == {
-        "first_post": stamp("2026-12-06T19:00:00.500000Z"), "last_create": stamp("2026-12-06T19:00:03.250000Z"),
+        "first_post": stamp("2026-12-06T19:00:00.500000Z"), "first_create": stamp("2026-12-06T19:00:01.000000Z"),
+        "last_create": stamp("2026-12-06T19:00:03.250000Z"),
         "created": 2, "already_exists": 1, "create_codes": {"201": 2, "409": 1},
         "requests": {"create configmaps": 1, "create pods": 3, "get pods": 1, "patch configmaps": 1,
                      "update mpijobs/status": 1},
@@ -54,29 +61,126 @@ def test_the_figures_of_a_scenario_come_from_the_audit_log(tmp_path: Path) -> No
     assert figures["last_create"] - figures["first_post"] == 2.75
 
 
-def scale_run(kind: str, created: float, running: float) -> dict[str, Any]:
-    return {"operator": kind, "scenario": "one", "round": 0, "jobs": 1, "workers": 10000, "pods": 10000,
-            "workers_found": 10000, "all_created": created, "all_running": running, "created": 10000,
-            "already_exists": 0, "create_codes": {"201": 10000}, "requests": {"create pods": 10000, "get pods": 2},
-            "configmap_writes": 9, "configmap_bytes": 2_100_000, "cpu": 30.0, "cpu_per_1000_pods": 3.0,
-            "peak_rss_kb": 100 * 1024, "rss_kb": 90 * 1024, "hwm_kb": 100 * 1024, "endpoint_slices": 101,
-            "endpoints": 10001}
+def test_the_floor_is_counted_from_its_own_client(tmp_path: Path) -> None:
+    """The raw client's creates are told from the operator's by user agent; the floor is timed from its first."""
+    raw = "Python/3.11 aiohttp/3.11.18"
+    events = [
+        event("create", "pods", 201, "2026-12-06T19:00:02.000000Z"),
+        event("create", "pods", 201, "2026-12-06T19:00:01.000000Z", agent=raw),
+        event("create", "pods", 201, "2026-12-06T19:00:04.500000Z", agent=raw),
+    ]
+    log = tmp_path / "audit.log"
+    log.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    figures = from_audit(log, 0, {"one"}, agent="Python/")
+    assert (figures["created"], figures["requests"]) == (2, {"create pods": 2})
+    assert figures["last_create"] - figures["first_create"] == 3.5
+
+
+def test_the_floors_pods_are_the_workers_the_reconciler_builds_without_an_owner() -> None:
+    pod = floor_pods("scale", 3)(2)
+    assert pod["metadata"] == {
+        "name": "bench-worker-2", "namespace": "scale", "ownerReferences": [],
+        "labels": {"training.kubeflow.org/operator-name": "mpi-operator", "training.kubeflow.org/job-name": "bench",
+                   "training.kubeflow.org/job-role": "worker", "training.kubeflow.org/replica-index": "2"}}
+    assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == ("bench-worker-2", "bench")
+
+
+def test_the_overflow_job_cannot_fit_and_the_sizes_run_in_order() -> None:
+    namespace, name = long_names(6000)
+    assert (len(namespace), len(name)) == (30, 40)
+    job = MPIJob.model_validate(defaulted_dict({**mpijob(name, 6000), "metadata": {"name": name,
+                                                                                   "namespace": namespace}}))
+    assert largest_fitting_workers(job) == 3877
+    assert scenarios_of(parse_args([])) == [("one", 1, 1000), ("one", 1, 10000), ("many", 1000, 4),
+                                            ("overflow", 1, 6000)]
+    assert scenarios_of(parse_args(["--scenarios", "one", "--workers", "64,512"])) == [("one", 1, 64), ("one", 1, 512)]
+
+
+def scale_run(kind: str, created: float, running: float, *, workers: int = 10000, round_: int = 0,
+              cpu: float = 30.0) -> dict[str, Any]:
+    return {"operator": kind, "scenario": "one", "round": round_, "jobs": 1, "workers": workers, "pods": workers,
+            "workers_found": workers, "all_created": created, "all_running": running, "created": workers,
+            "already_exists": 0, "create_codes": {"201": workers},
+            "requests": {"create pods": workers, "get pods": 2}, "configmap_writes": 9, "configmap_bytes": 2_100_000,
+            "cpu": cpu, "cpu_per_1000_pods": cpu * 1000 / workers, "peak_rss_kb": 100 * 1024, "rss_kb": 90 * 1024,
+            "hwm_kb": 100 * 1024, "endpoint_slices": 101, "endpoints": workers + 1}
+
+
+def floor_run(created: float, running: float, *, workers: int = 10000, round_: int = 0) -> dict[str, Any]:
+    return {"operator": "floor", "scenario": "one", "round": round_, "jobs": 1, "workers": workers, "pods": workers,
+            "created": workers, "already_exists": 0, "all_created": created, "all_running": running,
+            "creates_per_second": workers / created}
+
+
+SCALE = {"benchmark": "scale", "provenance": "measured", "date": "2026-12-06 20:00 UTC", "commit": "abc1234",
+         "command": "python -m hack.bench.scale --rounds 1", "rounds": 1, "machine": "2 cores, Python 3.11.7",
+         "operator_flags": "--kube-api-qps=1000 --kube-api-burst=1000", "peer_version": "v0.8.2",
+         "control_plane": "raised", "cpu_method": "utime+stime", "nodes": "11 kwok nodes of 1000 pods", "notes": []}
 
 
 def test_a_measured_scale_run_fills_the_summary() -> None:
-    scale = {"benchmark": "scale", "provenance": "measured", "date": "2026-12-06 20:00 UTC", "commit": "abc1234",
-             "command": "python -m hack.bench.scale --rounds 1", "rounds": 1, "machine": "2 cores, Python 3.11.7",
-             "operator_flags": "--kube-api-qps=1000 --kube-api-burst=1000", "peer_version": "v0.8.2",
-             "control_plane": "raised", "cpu_method": "utime+stime", "nodes": "11 kwok nodes of 1000 pods",
-             "notes": [], "runs": [scale_run("ours", 60.0, 120.0), scale_run("go", 300.0, 330.0)]}
-    lines = benchdoc.scale_lines(scale)
-    assert lines[-3:] == [
-        "| one job of 10,000 workers | Go v0.8.2 | 10,000 (0) | 300.0 | 330.0 | 3.00 | 100.0 | 9, 2,100,000 | 101 "
-        "| 10,002 |",
-        "| one job of 10,000 workers | ours | 10,000 (0) | 60.0 | 120.0 | 3.00 | 100.0 | 9, 2,100,000 | 101 "
-        "| 10,002 |",
-        "",
-    ]
+    scale = {**SCALE, "runs": [scale_run("ours", 60.0, 120.0), scale_run("go", 300.0, 330.0), floor_run(50.0, 80.0)]}
+    lines = scale_lines(scale)
     assert lines[0] == ("- `scale.json`, ours and the Go mpi-operator at scale, each alone in turn: "
                         "2026-12-06 20:00 UTC, commit abc1234, 1 rounds, 2 cores, Python 3.11.7; "
                         "`python -m hack.bench.scale --rounds 1`.")
+    assert lines[4:] == [
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| one job of 10,000 workers | Go v0.8.2 | 10,000 (0) | 300.0 | 330.0 | 30.00 | 3.00 | 100.0 | 9, 2,100,000 "
+        "| 101 | 10,002 (1.00) |",
+        "| one job of 10,000 workers | ours | 10,000 (0) | 60.0 | 120.0 | 6.00 | 3.00 | 100.0 | 9, 2,100,000 | 101 "
+        "| 10,002 (1.00) |",
+        "| one job of 10,000 workers | API server floor (raw client) | 10,000 (0) | 50.0 | 80.0 | 5.00 | - | - | - "
+        "| - | - |",
+        "",
+        "Within each round (medians (min-max) of the rounds' ratios; below 1 is ours cheaper or faster):",
+        "",
+        "- one job of 10,000 workers: ours against Go: all created 0.20x, all Running 0.36x, CPU per pod 1.00x, "
+        "peak RSS 1.00x, API writes per pod 1.00x; time to all created against the floor's (W / C_sched): ours "
+        "1.20x, Go 6.00x.",
+        "",
+    ]
+
+
+def test_ratios_pair_the_operators_within_each_round_and_the_cost_per_pod_is_compared_across_sizes() -> None:
+    runs = [scale_run("ours", 2.0, 5.0, workers=1000, round_=0), scale_run("go", 10.0, 12.0, workers=1000, round_=0),
+            scale_run("ours", 30.0, 60.0, round_=0), scale_run("go", 90.0, 100.0, round_=0),
+            scale_run("ours", 24.0, 50.0, round_=1), scale_run("go", 120.0, 130.0, round_=1),
+            scale_run("ours", 3.0, 6.0, workers=1000, round_=1), scale_run("go", 10.0, 12.0, workers=1000, round_=1)]
+    lines = scale_lines({**SCALE, "rounds": 2, "runs": runs})
+    assert [line for line in lines if line.startswith("- one job")] == [
+        "- one job of 1,000 workers: ours against Go: all created 0.25x (0.20-0.30), all Running 0.46x (0.42-0.50), "
+        "CPU per pod 1.00x (1.00-1.00), peak RSS 1.00x (1.00-1.00), API writes per pod 1.00x (1.00-1.00).",
+        "- one job of 10,000 workers: ours against Go: all created 0.27x (0.20-0.33), all Running 0.49x (0.38-0.60), "
+        "CPU per pod 1.00x (1.00-1.00), peak RSS 1.00x (1.00-1.00), API writes per pod 1.00x (1.00-1.00).",
+    ]
+    assert lines[-2] == ("- Cost per pod, time to all created per pod at W = 10,000 over W = 1,000 (1.00x is flat): "
+                         "ours 1.08x, Go v0.8.2 1.05x.")
+
+
+def test_the_overflow_table_says_what_each_operator_did() -> None:
+    common = {"scenario": "overflow", "round": 0, "workers": 6000, "namespace_length": 30, "name_length": 40}
+    refused = "admission webhook denied: the ConfigMap would hold 1,623,815 bytes; at most 3,877 workers fit"
+    runs = [
+        {**common, "operator": "ours", "variant": "webhook", "post_code": 422, "post_message": refused},
+        {**common, "operator": "ours", "variant": "reconciler", "post_code": 201, "seconds_watched": 1.2,
+         "conditions": [{"type": "Created", "status": "True", "reason": "MPIJobCreated", "message": "created"},
+                        {"type": "Failed", "status": "True", "reason": "ValidationError", "message": "too large"}],
+         "warnings": ["ValidationError: too large"], "pods": 0, "log_line": ""},
+        {**common, "operator": "go", "variant": "controller", "post_code": 201, "seconds_watched": 260.3,
+         "conditions": [{"type": "Created", "status": "True", "reason": "MPIJobCreated", "message": "created"},
+                        {"type": "Running", "status": "True", "reason": "MPIJobRunning", "message": "running"}],
+         "warnings": [], "pods": 6000, "log_line": "E1206 ConfigMap \"x-config\" is invalid: []: Too long"},
+    ]
+    assert scale_lines({**SCALE, "runs": runs})[-8:] == [
+        "A job whose ConfigMap cannot fit: 6,000 workers, a 30-character namespace, a 40-character name (its hostfile "
+        "and discover_hosts.sh pass 1 MiB):",
+        "",
+        "| operator | at `kubectl apply` (the POST) | then |",
+        "|---|---|---|",
+        f"| ours, webhook on | refused (422): {refused} | nothing created |",
+        "| ours, reconciler alone | accepted (201) | Failed (ValidationError) in 1 s: too large; 0 pods by then |",
+        "| Go v0.8.2 | accepted (201) | the ConfigMap refused 260 s after the POST, the job not failed (conditions: "
+        "Created, Running); its log: E1206 ConfigMap \"x-config\" is invalid: []: Too long; 6,000 pods by then |",
+        "",
+    ]

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from hack.bench.doc import Figure, show, stat
+from hack.bench.figures import Figure, show, stat
 
 NAMES = {"go": "Go mpi-operator v0.8.2", "ours": "ours"}
 

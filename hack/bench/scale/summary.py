@@ -1,0 +1,168 @@
+"""The scale part of docs/benchmarks.md's summary (``scale.json``): a row per scenario, size and operator (medians
+(min-max) over the rounds), the ratios taken within each round, the targets of issue 36, and the overflow."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from hack.bench.figures import show, source_line, stat
+
+Run = dict[str, Any]
+SCENARIOS = {"one": "one job of {workers:,} workers", "many": "{jobs:,} jobs of {workers} workers at once"}
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+FLOOR_LABEL = "API server floor (raw client)"
+
+
+def writes_per_pod(run: Run) -> float:
+    writes = sum(count for request, count in run.get("requests", {}).items() if request.split()[0] in WRITE_VERBS)
+    return float(writes) / float(run["pods"])
+
+
+def label(kind: str, scale: dict[str, Any]) -> str:
+    return {"go": f"Go {scale['peer_version']}", "ours": "ours", "floor": FLOOR_LABEL}[kind]
+
+
+def runs_of(scale: dict[str, Any], kind: str, scenario: str, workers: int | None = None) -> list[Run]:
+    return [r for r in scale["runs"] if r["operator"] == kind and r["scenario"] == scenario
+            and (workers is None or r["workers"] == workers)]
+
+
+def row(scale: dict[str, Any], kind: str, scenario: str, workers: int) -> str | None:
+    got = runs_of(scale, kind, scenario, workers)
+    if not got:
+        return None
+    first = got[0]
+    name = SCENARIOS[scenario].format(jobs=first["jobs"], workers=first["workers"])
+    per_pod = show(stat([r["all_created"] * 1000 / r["pods"] for r in got]), 2)
+    common = (f"| {name} | {label(kind, scale)} | {show(stat([r['created'] for r in got]), 0, sep=True)} "
+              f"({show(stat([r['already_exists'] for r in got]), 0, sep=True)}) "
+              f"| {show(stat([r['all_created'] for r in got]), 1)} | {show(stat([r['all_running'] for r in got]), 1)} "
+              f"| {per_pod} ")
+    if kind == "floor":
+        return common + "| - | - | - | - | - |"
+    requests = statistics.median(sum(r["requests"].values()) for r in got)
+    return (common + f"| {show(stat([r['cpu_per_1000_pods'] for r in got]), 2)} "
+            f"| {show(stat([r['peak_rss_kb'] / 1024 for r in got]), 1)} "
+            f"| {show(stat([r['configmap_writes'] for r in got]), 0, sep=True)}, "
+            f"{show(stat([r['configmap_bytes'] for r in got]), 0, sep=True)} "
+            f"| {show(stat([r['endpoint_slices'] for r in got]), 0)} "
+            f"| {requests:,.0f} ({show(stat([writes_per_pod(r) for r in got]), 2)}) |")
+
+
+def paired(scale: dict[str, Any], scenario: str, workers: int, kinds: tuple[str, str],
+           value: Callable[[Run], float]) -> list[float]:
+    """``value(first) / value(second)`` in each round that measured both."""
+    by_round: dict[int, dict[str, Run]] = {}
+    for kind in kinds:
+        for run in runs_of(scale, kind, scenario, workers):
+            by_round.setdefault(run["round"], {})[kind] = run
+    return [value(pair[kinds[0]]) / value(pair[kinds[1]]) for pair in by_round.values()
+            if len(pair) == 2 and value(pair[kinds[1]])]
+
+
+def ratio(values: list[float]) -> str:
+    return show(stat(values), 2, unit="x") if values else "-"
+
+
+def ratio_line(scale: dict[str, Any], scenario: str, workers: int) -> str:
+    """Ours against Go and both against the floor for one scenario and size, each a median of the rounds' ratios;
+    empty when no round measured two of them."""
+    def against(kinds: tuple[str, str], value: Callable[[Run], float]) -> str:
+        return ratio(paired(scale, scenario, workers, kinds, value))
+
+    created = lambda r: float(r["all_created"])  # noqa: E731
+    parts = [f"{what} {text}" for what, text in (
+        ("all created", against(("ours", "go"), created)),
+        ("all Running", against(("ours", "go"), lambda r: float(r["all_running"]))),
+        ("CPU per pod", against(("ours", "go"), lambda r: float(r["cpu"]))),
+        ("peak RSS", against(("ours", "go"), lambda r: float(r["peak_rss_kb"]))),
+        ("API writes per pod", against(("ours", "go"), writes_per_pod))) if text != "-"]
+    floor = [f"{who} {text}" for who, text in (("ours", against(("ours", "floor"), created)),
+                                                ("Go", against(("go", "floor"), created))) if text != "-"]
+    if not parts and not floor:
+        return ""
+    first = runs_of(scale, "ours", scenario, workers) or runs_of(scale, "go", scenario, workers)
+    name = SCENARIOS[scenario].format(jobs=first[0]["jobs"], workers=workers) if first else scenario
+    text = f"- {name}: " + (f"ours against Go: {', '.join(parts)}" if parts else "")
+    if floor:
+        text += ("; " if parts else "") + f"time to all created against the floor's (W / C_sched): {', '.join(floor)}"
+    return text + "."
+
+
+def flat_cost_line(scale: dict[str, Any], sizes: list[int]) -> str:
+    """Time per pod at the largest W over the smallest, per operator (the rounds' medians)."""
+    if len(sizes) < 2:
+        return ""
+    small, large = sizes[0], sizes[-1]
+    parts = []
+    for kind in ("ours", "go", "floor"):
+        per_pod = {w: [r["all_created"] / r["pods"] for r in runs_of(scale, kind, "one", w)] for w in (small, large)}
+        if per_pod[small] and per_pod[large]:
+            parts.append(f"{label(kind, scale)} "
+                         f"{statistics.median(per_pod[large]) / statistics.median(per_pod[small]):.2f}x")
+    return (f"- Cost per pod, time to all created per pod at W = {large:,} over W = {small:,} (1.00x is flat): "
+            f"{', '.join(parts)}.") if parts else ""
+
+
+def overflow_lines(scale: dict[str, Any]) -> list[str]:
+    runs = [r for r in scale["runs"] if r["scenario"] == "overflow"]
+    if not runs:
+        return []
+    first = runs[0]
+    lines = [f"A job whose ConfigMap cannot fit: {first['workers']:,} workers, a {first['namespace_length']}-character "
+             f"namespace, a {first['name_length']}-character name (its hostfile and discover_hosts.sh pass 1 MiB):",
+             "", "| operator | at `kubectl apply` (the POST) | then |", "|---|---|---|"]
+    seen = set()
+    for run in runs:
+        key = (run["operator"], run.get("variant", ""))
+        if key in seen:
+            continue
+        seen.add(key)
+        who = label(run["operator"], scale) + {"webhook": ", webhook on", "reconciler": ", reconciler alone"}.get(
+            key[1], "")
+        if run["post_code"] != 201:
+            lines.append(f"| {who} | refused ({run['post_code']}): {run['post_message'][:300]} | nothing created |")
+            continue
+        failed = next((c for c in run["conditions"] if c["type"] == "Failed" and c["status"] == "True"), None)
+        if failed:
+            then = f"Failed ({failed['reason']}) in {run['seconds_watched']:.0f} s: {str(failed['message'])[:300]}"
+        elif run["log_line"]:
+            then = (f"the ConfigMap refused {run['seconds_watched']:.0f} s after the POST, the job not failed "
+                    f"(conditions: {', '.join(c['type'] for c in run['conditions']) or 'none'}); its log: "
+                    f"{run['log_line'][:300]}")
+        else:
+            then = (f"nothing said in {run['seconds_watched']:.0f} s (conditions: "
+                    f"{', '.join(c['type'] for c in run['conditions']) or 'none'})")
+        lines.append(f"| {who} | accepted (201) | {then}; {run['pods']:,} pods by then |")
+    return [*lines, ""]
+
+
+def scale_lines(scale: dict[str, Any]) -> list[str]:
+    """The scale results: their source, a table row per scenario, size and operator, the ratios and the overflow."""
+    sizes = sorted({r["workers"] for r in scale["runs"] if r["scenario"] == "one"})
+    lines = [
+        source_line("`scale.json`, ours and the Go mpi-operator at scale, each alone in turn", scale),
+        f"  Both operators `{scale['operator_flags']}`; {scale['control_plane']}; {scale.get('nodes', 'kwok nodes')}; "
+        f"audit log on. CPU: {scale['cpu_method']}.",
+        *(f"  Note: {note}" for note in scale.get("notes", [])),
+        "",
+        "| scale scenario | operator | pods created (409 AlreadyExists) | POST to all created, s | to all Running, s "
+        "| ms per pod to all created | CPU-s per 1,000 pods | peak RSS, MiB | ConfigMap writes, bytes | EndpointSlices "
+        "| the operator's requests (writes per pod) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    many = sorted({r["workers"] for r in scale["runs"] if r["scenario"] == "many"})
+    for scenario, scenario_sizes in (("one", sizes), ("many", many)):
+        for workers in scenario_sizes:
+            for kind in ("go", "ours", "floor"):
+                if (found := row(scale, kind, scenario, workers)) is not None:
+                    lines.append(found)
+    lines.append("")
+    extra = [*(ratio_line(scale, scenario, workers) for scenario, scenario_sizes in (("one", sizes), ("many", many))
+               for workers in scenario_sizes), flat_cost_line(scale, sizes)]
+    if any(extra):
+        lines += ["Within each round (medians (min-max) of the rounds' ratios; below 1 is ours cheaper or faster):",
+                  "", *(line for line in extra if line), ""]
+    return [*lines, *overflow_lines(scale)]

@@ -34,6 +34,7 @@ from shared.api.readiness_probe import probe_patch
 from shared.api.v2_spec_annotation import annotation_warnings, canonical_annotation
 from shared.api.v2types import MPIJobV2
 from shared.api.version_validation import version_errors
+from shared.api.worker_backend_validation import indexed_job_warnings
 from shared.jsondict import JSONDict
 
 REVIEW_API_VERSION: Final = "admission.k8s.io/v1"
@@ -53,6 +54,7 @@ class Admission:
     outcome: str  # allowed | patched | denied | error
     patch_ops: int = 0
     errors: list[FieldError] = field(default_factory=list)
+    skipped: str = ""  # why a mutation that was due was not made (the pod webhook: a pod without a valid index)
 
     def review(self) -> JSONDict:
         return {"apiVersion": REVIEW_API_VERSION, "kind": REVIEW_KIND, "response": self.response}
@@ -185,7 +187,7 @@ def _judge(request: JSONDict, defaulted: MPIJob, cluster_domain: str) -> tuple[l
     warnings = admission_warnings(defaulted) + ([] if isinstance(defaulted, MPIJobV2) else annotation_warnings(new))
     warnings += config_map_size_warnings(defaulted, cluster_domain)
     if request["operation"] != "UPDATE":
-        return _errors(defaulted, new, cluster_domain), warnings
+        return _errors(defaulted, new, cluster_domain), warnings + indexed_job_warnings(defaulted, new)
     old_defaulted, _ = parse_mpijob(defaulted_dict(request["oldObject"]), type(defaulted))
     if old_defaulted is None:
         return _errors(defaulted, new, cluster_domain), warnings

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from webhook import admission, handlers
+from webhook import admission, handlers, pod_index
 from webhook.limits import ConversionLimits
 from webhook.metrics import WebhookMetrics
 from webhook.state import (
@@ -23,6 +23,7 @@ from webhook.state import (
 MUTATE_PATH = "/mutate-kubeflow-org-v2beta1-mpijob"
 VALIDATE_PATH = "/validate-kubeflow-org-v2beta1-mpijob"  # both paths admit kubeflow.org/v2 as well
 CONVERT_PATH = "/convert"
+POD_INDEX_PATH = "/mutate--v1-pod"  # the IndexedJob backend's worker pods: their rank label (webhook/pod_index.py)
 # An MPIJob carries two full pod templates; the API server itself accepts objects up to ~3 MiB in etcd
 # and requests up to 3 MiB (JSON) by default, but a review carries object and oldObject: 8 MiB leaves room.
 DEFAULT_MAX_BODY_BYTES = handlers.DEFAULT_ADMISSION_BODY_LIMIT
@@ -59,6 +60,7 @@ def create_app(  # noqa: PLR0913  keyword-only settings, each with its default
     app.router.add_post(VALIDATE_PATH, handlers.admission_handler(
         "validate", functools.partial(admission.validate_request, cluster_domain=cluster_domain)))
     app.router.add_post(CONVERT_PATH, handlers.conversion_handler())
+    app.router.add_post(POD_INDEX_PATH, handlers.admission_handler("mutate_pod", pod_index.mutate_pod))
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/readyz", handlers.readyz)
     app.router.add_get("/metrics", handlers.metrics)

@@ -66,6 +66,8 @@ def admission_handler(operation: str, admit: AdmitFunction) -> Handler:
         response, result = await _answer(request, admit, log)
         seconds = time.perf_counter() - started
         request.app[METRICS].observe(operation, result, seconds)
+        if "skipped" in log:
+            request.app[METRICS].replica_index_skipped.labels(log["skipped"]).inc()
         log.update(result=result, duration_us=round(seconds * 1e6))
         logger.info("admission", extra={"kv": log})
         return response
@@ -155,6 +157,8 @@ def _admit_body(body: bytes, admit: AdmitFunction, log: dict[str, Any]) -> tuple
         log["patch_ops"] = answer.patch_ops
     if answer.errors:
         log["errors"] = len(answer.errors)
+    if answer.skipped:
+        log["skipped"] = answer.skipped
     return 200, orjson.dumps(answer.review()), answer.outcome
 
 

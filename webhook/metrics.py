@@ -16,7 +16,9 @@ LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0
 LABELS = ("operation", "result")
 # Each operation's error count is exported from the start, at 0: the MPIJobWebhookErrors alert's rate() then has a
 # series to compute while nothing fails (and a renamed metric is seen as missing, not as a quiet 0).
-OPERATIONS = ("mutate", "validate", "convert")
+OPERATIONS = ("mutate", "validate", "convert", "mutate_pod")
+# Why the pod webhook left a worker Job's pod without its rank label (webhook/pod_index.py), each exported from 0.
+REPLICA_INDEX_SKIP_REASONS = ("no_index", "malformed_index", "malformed_offset", "not_a_pod")
 
 
 @dataclass
@@ -29,7 +31,7 @@ class WebhookMetrics:
     def __post_init__(self) -> None:
         self.requests = Counter(
             "mpijob_webhook_requests",
-            "Admission and conversion requests by operation (mutate, validate, convert) and result "
+            "Admission and conversion requests by operation (mutate, validate, convert, mutate_pod) and result "
             "(allowed, patched, denied, converted, failed, bad_request, too_large, error).",
             LABELS, registry=self.registry)
         self.latency = Histogram(
@@ -41,8 +43,16 @@ class WebhookMetrics:
             "ConversionReviews answered with result Failed (an object that cannot be converted, a body that is not "
             "a ConversionReview or is over a limit, an internal error).",
             registry=self.registry)
+        self.replica_index_skipped = Counter(
+            "mpijob_webhook_replica_index_skipped",
+            "Pods of an IndexedJob worker Job allowed without the rank label training.kubeflow.org/replica-index, by "
+            "reason (no_index, malformed_index, malformed_offset, not_a_pod): Kueue's topology-aware placement then "
+            "falls back to ignoring ranks.",
+            ["reason"], registry=self.registry)
         for operation in OPERATIONS:
             self.requests.labels(operation, "error")
+        for reason in REPLICA_INDEX_SKIP_REASONS:
+            self.replica_index_skipped.labels(reason)
 
     def watch_certificate(self, reloader: CertificateReloader) -> None:
         """Export the serving certificate's reloads, failures and expiry."""

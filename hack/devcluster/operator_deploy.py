@@ -86,22 +86,21 @@ def _overlay(directory: Path, ca_bundle: str) -> Path:
         "resources": [str(deploy)],
         "patches": [
             {"target": {"group": "cert-manager.io"}, "patch": yaml.safe_dump(without_cert_manager)},
-            {"target": {"group": "admissionregistration.k8s.io", "name": WEBHOOK}, "patch": yaml.safe_dump([
-                {"op": "remove", "path": "/metadata/annotations/cert-manager.io~1inject-ca-from"},
-                *({"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_bundle}
-                  for i in range(_webhook_count()))])}],
+            *({"target": {"group": "admissionregistration.k8s.io", "kind": kind, "name": WEBHOOK},
+               "patch": yaml.safe_dump([
+                   {"op": "remove", "path": "/metadata/annotations/cert-manager.io~1inject-ca-from"},
+                   *({"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_bundle}
+                     for i in range(count))])}
+              for kind, count in _webhook_counts().items())],
     }
     (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
     return directory
 
 
-def _webhook_count() -> int:
-    """Webhooks per configuration in deploy/webhook (the patch fills each one's caBundle)."""
+def _webhook_counts() -> dict[str, int]:
+    """Webhooks per configuration kind in deploy/webhook (the patch fills each one's caBundle)."""
     docs = [yaml.safe_load(p.read_text()) for p in (REPO_ROOT / "deploy" / "webhook").glob("*-configuration.yaml")]
-    counts = {len(d["webhooks"]) for d in docs}
-    if len(counts) != 1:
-        raise HarnessError("the webhook configurations in deploy/webhook differ in their number of webhooks")
-    return counts.pop()
+    return {d["kind"]: len(d["webhooks"]) for d in docs}
 
 
 def certificates(directory: Path) -> Path:

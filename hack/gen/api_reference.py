@@ -23,7 +23,7 @@ from hack.gen.apiref.markdown import render, render_v2
 from hack.gen.apiref.probes import collect
 from hack.gen.apiref.shapes import Schema, mismatches, type_docs
 from shared.api.types import MPIJob, MPIJobSpec
-from shared.api.v2types import MPIJobSpecV2, MPIJobV2
+from shared.api.v2types import MPIJobV2
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
@@ -52,7 +52,7 @@ def generate(schema: Schema, v2_schema: Schema | None = None) -> str:
         raise ValueError("the models (shared/api/types.py, v2types.py) and the CRD disagree:\n  "
                          + "\n  ".join(problems))
     docs = type_docs()
-    v2_docs = [d for d in type_docs(MPIJobV2) if d.model not in {MPIJobV2, MPIJobSpecV2, MPIJob, MPIJobSpec}
+    v2_docs = [d for d in type_docs(MPIJobV2) if d.model not in {MPIJobV2, MPIJob, MPIJobSpec}
                and all(d.model is not other.model for other in docs)]
     return render(docs, collect(docs), schema) + "\n" + render_v2(v2_docs, v2_schema)
 

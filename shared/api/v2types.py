@@ -1,5 +1,5 @@
-"""Pydantic models of kubeflow.org/v2 MPIJob: v2beta1 plus ``spec.runPolicy.failurePolicy``, the one description of
-that field's schema.
+"""Pydantic models of kubeflow.org/v2 MPIJob: v2beta1 plus ``spec.runPolicy.failurePolicy`` and ``spec.workerBackend``,
+the one description of those fields' schema.
 
 Everything else is v2beta1's model (docs/proposals/v2.md, "What stays identical"), which the v2 models subclass. The
 failurePolicy models' ``Api`` metadata and CEL ``Rule``s are what hack/gen/crdgen/v2_schema.py writes into the CRD and
@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from shared.api import constants as c
 from shared.api.types import MPIJob, MPIJobSpec, RunPolicy, _Model
+from shared.api.worker_backend import WORKER_BACKENDS
 from shared.jsondict import JSONDict
 
 
@@ -126,8 +127,22 @@ class RunPolicyV2(RunPolicy):
     failure_policy: FailurePolicy | None = None
 
 
+# On spec (a rule on the field itself would not run when the field is added or removed): the backend a job was
+# created with is the one it keeps. ``fieldPath`` makes the API server name the field.
+WORKER_BACKEND_IMMUTABLE = Rule("has(self.workerBackend) == has(oldSelf.workerBackend) && "
+                                "(!has(self.workerBackend) || self.workerBackend == oldSelf.workerBackend)",
+                                "workerBackend is immutable")
+
+
 class MPIJobSpecV2(MPIJobSpec):
     run_policy: RunPolicyV2 | None = None
+    worker_backend: Annotated[str | None, Api(
+        "How the workers run. Pods: the operator creates each worker pod, named NAME-worker-INDEX after the job (as "
+        "in kubeflow.org/v2beta1). IndexedJob: one Indexed batch/v1 Job NAME-worker, whose pods the Job controller "
+        "creates: they keep the hostnames NAME-worker-INDEX but their names get a random suffix, so a worker is "
+        "found by its labels (kubectl logs -l training.kubeflow.org/job-name=NAME,"
+        "batch.kubernetes.io/job-completion-index=INDEX). Unset: the operator's --default-worker-backend. "
+        "Immutable: cannot be set, changed or removed after creation.", enum=WORKER_BACKENDS)] = None
 
 
 class MPIJobV2(MPIJob):
@@ -138,6 +153,10 @@ class MPIJobV2(MPIJob):
     def failure_policy(self) -> FailurePolicy | None:
         run_policy = self.spec.run_policy if self.spec else None
         return run_policy.failure_policy if run_policy else None
+
+    @property
+    def worker_backend(self) -> str | None:
+        return self.spec.worker_backend if self.spec else None
 
 
 # The OpenAPI keyword of each Api field.
@@ -179,8 +198,10 @@ def _without_none(annotation: Any) -> Any:
     return args[0] if is_optional else annotation
 
 
-# failurePolicy's schema as the v2 CRD holds it (hack/gen/crdgen/v2_schema.py sorts its keys).
+# failurePolicy's and workerBackend's schemas as the v2 CRD holds them (hack/gen/crdgen/v2_schema.py sorts keys).
 FAILURE_POLICY_SCHEMA = _object_schema(FailurePolicy)
+WORKER_BACKEND_SCHEMA = _field_schema(MPIJobSpecV2.model_fields["worker_backend"].annotation,
+                                      api(MPIJobSpecV2, "worker_backend"))
 
 
 def with_failure_policy_defaults(policy: JSONDict) -> JSONDict:

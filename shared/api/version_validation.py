@@ -1,5 +1,5 @@
-"""The checks that depend on an MPIJob's API version, beyond ``validate``: kubeflow.org/v2's failurePolicy, or the
-v2beta1 annotation that holds it, and their immutability.
+"""The checks that depend on an MPIJob's API version, beyond ``validate``: kubeflow.org/v2's failurePolicy and
+workerBackend, or the v2beta1 annotations that hold them, and their immutability.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from shared.api.field_errors import FieldError
 from shared.api.types import MPIJob
 from shared.api.v2_spec_annotation import ANNOTATION_PATH, annotation_errors, annotation_update_errors
 from shared.api.v2types import MPIJobV2, with_failure_policy_defaults
+from shared.api.worker_backend_validation import worker_backend_errors
 from shared.jsondict import JSONDict, object_at
 
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024  # bytes of keys and values: apimachinery's TotalAnnotationSizeLimitB
@@ -19,14 +20,15 @@ TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024  # bytes of keys and values: apimachine
 
 def version_errors(job: MPIJob, new: JSONDict, old: JSONDict | None = None) -> list[FieldError]:
     """The errors beyond ``validate`` of ``job``, parsed from ``new`` as ``MPIJobV2`` (v2) or ``MPIJob``
-    (v2beta1): the v2-only field or its annotation, and on an update (``old`` given) their immutability."""
+    (v2beta1): the v2-only fields or their annotations, and on an update (``old`` given) their immutability."""
     if isinstance(job, MPIJobV2):
         errors = v2_errors(job) + stored_annotations_size_errors(new)
         if old is not None:
             errors += failure_policy_update_errors(_failure_policy(old), _failure_policy(new))
-        return errors
+        return errors + worker_backend_errors(job, new, old)
     errors = annotation_errors(new)
-    return errors + (annotation_update_errors(old, new) if old is not None else [])
+    errors += annotation_update_errors(old, new) if old is not None else []
+    return errors + worker_backend_errors(job, new, old)
 
 
 def v2_errors(job: MPIJobV2) -> list[FieldError]:

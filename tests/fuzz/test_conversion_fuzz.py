@@ -2,7 +2,7 @@
 v2-spec annotation in every form), arbitrary JSON and raw bytes.
 
 Properties: never a 5xx; 400 and 413 carry a Failed result; a well-formed review gets its uid back and either
-every object, in order, as the desired version with metadata unchanged but for the annotation, or a Failed
+every object, in order, as the desired version with metadata unchanged but for the two annotations, or a Failed
 result naming the object (docs/proposals/v2.md, "The webhook contract").
 """
 
@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.api import constants as c
+from shared.api.worker_backend import WORKER_BACKEND_ANNOTATION
 from tests.fuzz.figures import BUDGETS, Counter, fuzz_settings, measured
 from tests.fuzz.strategies import json_values, mutated
 from tests.fuzz.test_webhook_fuzz import poster
@@ -50,7 +51,8 @@ def _metadata_but_the_annotation(obj: Any) -> Any:
     metadata = dict(obj.get("metadata") or {})
     annotations = metadata.pop("annotations", None) or {}
     if isinstance(annotations, dict):  # (a same-version conversion returns any other value as it is)
-        annotations = {k: v for k, v in annotations.items() if k != c.V2_SPEC_ANNOTATION}
+        annotations = {k: v for k, v in annotations.items()
+                       if k not in (c.V2_SPEC_ANNOTATION, WORKER_BACKEND_ANNOTATION)}
     return {**metadata, "annotations": annotations}
 
 

@@ -170,5 +170,7 @@ def test_the_v2_section_checks_the_v2_models_against_the_v2_schema(schema: Schem
                                          "not in the model FailurePolicyRule"):
         generate(schema, _tampered(v2, extra_rule_field))
     page = generate(schema, v2)
-    assert page.count("\n## ") == 13  # the 8 types of v2beta1, then RunPolicy as v2 has it and the 4 it adds
+    # the 8 types of v2beta1, then MPIJobSpec and RunPolicy as v2 has them and the 4 it adds
+    assert page.count("\n## ") == 14
     assert "## FailurePolicyRule (v2)" in page
+    assert "| `workerBackend` | string |  | How the workers run." in page

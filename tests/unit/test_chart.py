@@ -281,7 +281,8 @@ VALUE_CASES: list[tuple[str, dict[str, str], dict[Key, set[str]]]] = [
                                                    "spec.conversion", "spec.versions[1]"}}),
     ("manual-certificates", {"certificates.mode": "manual", "certificates.manual.caBundle": CA_BUNDLE},
      {**{key: {"(removed)"} for key in CERT_MANAGER},
-      **{key: {"metadata.annotations", "webhooks[0].clientConfig.caBundle"} for key in (MUTATING, VALIDATING)}}),
+      MUTATING: {"metadata.annotations", "webhooks[0].clientConfig.caBundle", "webhooks[1].clientConfig.caBundle"},
+      VALIDATING: {"metadata.annotations", "webhooks[0].clientConfig.caBundle"}}),
 ]
 
 
@@ -308,12 +309,13 @@ def test_namespace_selector_from_a_values_file(tmp_path: Path) -> None:
     values = tmp_path / "values.yaml"
     values.write_text(json.dumps({"webhook": {"namespaceSelector": {"matchLabels": labels}}}))
     added = render(tuple(value_flags(value_files=[values])))
-    assert changes(default_render(), added) == {
-        key: {"webhooks[0].namespaceSelector.matchLabels"} for key in (MUTATING, VALIDATING)}
+    assert changes(default_render(), added) == {  # the pod webhook (webhooks[1]) too
+        MUTATING: {"webhooks[0].namespaceSelector.matchLabels", "webhooks[1].namespaceSelector.matchLabels"},
+        VALIDATING: {"webhooks[0].namespaceSelector.matchLabels"}}
     values.write_text(json.dumps({"webhook": {"namespaceSelector": {"matchLabels": labels, "matchExpressions": None}}}))
     replaced = render(tuple(value_flags(value_files=[values])))
-    assert all(replaced[key]["webhooks"][0]["namespaceSelector"] == {"matchLabels": labels}
-               for key in (MUTATING, VALIDATING))
+    assert [hook["namespaceSelector"] for key in (MUTATING, VALIDATING) for hook in replaced[key]["webhooks"]] == [
+        {"matchLabels": labels}] * 3
 
 
 def test_manual_certificates_from_python_m_webhook_certs(tmp_path: Path) -> None:
@@ -329,7 +331,8 @@ def test_manual_certificates_from_python_m_webhook_certs(tmp_path: Path) -> None
         "tls.crt": (tmp_path / "tls.crt").read_text(), "tls.key": (tmp_path / "tls.key").read_text()}
     bundle = (tmp_path / "ca-bundle.b64").read_text().strip()
     assert base64.b64decode(bundle).decode() == (tmp_path / "ca.crt").read_text()
-    assert all(rendered[k]["webhooks"][0]["clientConfig"]["caBundle"] == bundle for k in (MUTATING, VALIDATING))
+    assert [hook["clientConfig"]["caBundle"] for k in (MUTATING, VALIDATING) for hook in rendered[k]["webhooks"]] == [
+        bundle] * 3
 
 
 REJECTIONS: list[tuple[str, dict[str, str], list[str]]] = [

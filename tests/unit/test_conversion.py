@@ -15,6 +15,7 @@ from shared.api import constants as c
 from shared.api.conversion import ConversionError, convert, to_v2, to_v2beta1
 from shared.api.v2_spec_annotation import canonical_json, lifted_failure_policy
 from shared.api.v2types import with_failure_policy_defaults
+from shared.api.worker_backend import WORKER_BACKEND_ANNOTATION
 from tests.reference import example_params, load_example
 from tests.unit.v2_strategies import v2_jobs, v2beta1_jobs
 
@@ -149,8 +150,9 @@ def test_upstream_examples_convert_by_their_api_version_only(path: Path) -> None
 
 
 def _only_annotation_differs(a: dict[str, Any], b: dict[str, Any]) -> None:
-    """metadata is the same but for the one annotation (the API server rejects other changes)."""
-    strip = [{**m, "annotations": {k: v for k, v in m.get("annotations", {}).items() if k != ANNOTATION}}
+    """metadata is the same but for the two annotations (the API server rejects other changes)."""
+    strip = [{**m, "annotations": {k: v for k, v in m.get("annotations", {}).items()
+                                   if k not in (ANNOTATION, WORKER_BACKEND_ANNOTATION)}}
              for m in (a["metadata"], b["metadata"])]
     for m in strip:
         if not m["annotations"]:
@@ -199,6 +201,9 @@ def test_v2_round_trip(job: dict[str, Any]) -> None:
     assert stored["apiVersion"] == c.API_VERSION
     _only_annotation_differs(stored, job)
     assert "failurePolicy" not in stored.get("spec", {}).get("runPolicy", {})
+    assert "workerBackend" not in stored.get("spec", {})
+    backend = original.get("spec", {}).get("workerBackend")
+    assert stored["metadata"].get("annotations", {}).get(WORKER_BACKEND_ANNOTATION) == backend
     assert convert(stored, c.API_VERSION_V2) == _v2_with_defaults(original)
     assert job == original
 
@@ -211,3 +216,48 @@ def test_a_policy_stored_without_its_defaults_is_lifted_with_them() -> None:
     assert to_v2(stored) == _job(c.API_VERSION_V2, {"suspend": True, "failurePolicy": POLICY}, {"team": "a"})
     assert to_v2beta1(to_v2(stored)) == _job(c.API_VERSION, {"suspend": True},
                                              {"team": "a", ANNOTATION: PROPOSAL_ANNOTATION})
+
+
+BACKEND_CASES = [  # (v2 spec's workerBackend, v2beta1 annotation), both ways
+    ("IndexedJob", "IndexedJob"),
+    ("Pods", "Pods"),
+]
+
+
+@pytest.mark.parametrize(("backend", "annotation"), BACKEND_CASES, ids=[b for b, _ in BACKEND_CASES])
+def test_the_worker_backend_moves_between_the_field_and_the_annotation(backend: str, annotation: str) -> None:
+    v2 = _job(c.API_VERSION_V2, {"cleanPodPolicy": "Running"}, {"team": "a"})
+    v2["spec"]["workerBackend"] = backend
+    stored = _job(c.API_VERSION, {"cleanPodPolicy": "Running"}, {"team": "a", WORKER_BACKEND_ANNOTATION: annotation})
+    assert to_v2beta1(v2) == stored
+    assert to_v2(stored) == v2
+
+
+def test_both_fields_move_and_the_emptied_annotations_go() -> None:
+    v2 = _job(c.API_VERSION_V2, {"failurePolicy": POLICY})
+    v2["spec"]["workerBackend"] = "IndexedJob"
+    stored = _job(c.API_VERSION, {}, {ANNOTATION: PROPOSAL_ANNOTATION, WORKER_BACKEND_ANNOTATION: "IndexedJob"})
+    assert to_v2beta1(v2) == stored
+    assert to_v2(stored) == v2
+
+
+@pytest.mark.parametrize("value", ["", "indexedjob", "Pods ", "JobSet", 3], ids=repr)
+def test_a_worker_backend_annotation_that_names_no_backend_is_kept_verbatim(value: Any) -> None:
+    """The v2 schema's enum would refuse it as the field; the validating webhook refuses it on a new object."""
+    stored = _job(c.API_VERSION, {}, {WORKER_BACKEND_ANNOTATION: value})
+    assert to_v2(stored) == {**stored, "apiVersion": c.API_VERSION_V2}
+    assert to_v2beta1(to_v2(stored)) == stored
+
+
+def test_a_worker_backend_annotation_is_lifted_only_into_a_spec_object() -> None:
+    stored = {"apiVersion": c.API_VERSION, "kind": "MPIJob",
+              "metadata": {"name": "pi", "annotations": {WORKER_BACKEND_ANNOTATION: "IndexedJob"}}}
+    assert to_v2(stored) == {**stored, "apiVersion": c.API_VERSION_V2}
+
+
+@pytest.mark.parametrize("value", [None, 1, {"name": "IndexedJob"}], ids=repr)
+def test_a_v2_worker_backend_that_is_not_a_string_stays_in_spec(value: Any) -> None:
+    """A null the API server prunes, or a value its v2 schema refuses: nothing to keep in an annotation."""
+    v2 = _job(c.API_VERSION_V2, None, {"team": "a"})
+    v2["spec"]["workerBackend"] = value
+    assert to_v2beta1(v2) == {**v2, "apiVersion": c.API_VERSION}

@@ -751,7 +751,7 @@ def _without_v2_changes(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     kept = {k: _without_v2_changes(v) for k, v in node.items()
-            if k not in ("x-kubernetes-validations", "maxProperties", "minimum", "failurePolicy")}
+            if k not in ("x-kubernetes-validations", "maxProperties", "minimum", "failurePolicy", "workerBackend")}
     return kept
 
 
@@ -764,6 +764,7 @@ V2_ENUMS = [
     ("spec.runPolicy.failurePolicy.rules.[].onReplicaTypes.[]", ["Launcher", "Worker"]),
     ("spec.runPolicy.failurePolicy.rules.[].onPodConditions.[].status", ["True", "False", "Unknown"]),
     ("spec.runPolicy.failurePolicy.rules.[].onExitCodes.operator", ["In", "NotIn"]),
+    ("spec.workerBackend", ["Pods", "IndexedJob"]),
 ]
 
 
@@ -789,7 +790,7 @@ def test_v2_cel_rules(v2: Schema) -> None:
     rules = {path: [r["message"] for r in node["x-kubernetes-validations"]]
              for path, node in _nodes(v2) if "x-kubernetes-validations" in node}
     assert rules == {
-        ".spec": ["failurePolicy is immutable"],
+        ".spec": ["failurePolicy is immutable", "workerBackend is immutable"],
         ".spec.mpiReplicaSpecs": ["only Launcher and Worker are supported", "must have Launcher replica spec",
                                   "Launcher replicas must be 1", "Worker replicas must be greater than or equal to 1"],
         ".spec.runPolicy": ["managedBy is immutable"],
@@ -799,6 +800,19 @@ def test_v2_cel_rules(v2: Schema) -> None:
         ".spec.runPolicy.failurePolicy.rules[].onExitCodes.values": ["values must be sorted ascending"],
     }
     assert _at(v2, "spec.mpiReplicaSpecs")["maxProperties"] == 2
+
+
+def test_v2_worker_backend_schema(v2: Schema) -> None:
+    """No default (a job that says nothing gets the operator's --default-worker-backend); set once, at creation: the
+    rule is on spec, so that adding or removing the field is a change too, and names the field."""
+    backend = _at(v2, "spec.workerBackend")
+    assert set(backend) == {"description", "enum", "type"}
+    assert (backend["type"], backend["enum"]) == ("string", ["Pods", "IndexedJob"])
+    assert "--default-worker-backend" in backend["description"]
+    [rule] = [r for r in _at(v2, "spec")["x-kubernetes-validations"] if r["message"] == "workerBackend is immutable"]
+    assert rule == {"fieldPath": ".workerBackend", "message": "workerBackend is immutable",
+                    "rule": "has(self.workerBackend) == has(oldSelf.workerBackend) && "
+                            "(!has(self.workerBackend) || self.workerBackend == oldSelf.workerBackend)"}
 
 
 def test_v2_failure_policy_schema(v2: Schema) -> None:

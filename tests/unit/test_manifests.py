@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from shared.api.worker_backend import WORKER_JOB_LABEL
 from webhook.app import create_app
 from webhook.certs import service_dns_names
 
@@ -123,8 +124,8 @@ def test_webhook_configuration(kind: str, name: str, verb: str, failure_policy: 
     certificate = one("Certificate", SERVICE)
     annotation = config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
     assert annotation == f"{certificate['metadata']['namespace']}/{certificate['metadata']['name']}"
-    [hook] = config["webhooks"]
-    assert hook["name"] == name
+    hook = config["webhooks"][0]
+    assert [h["name"] for h in config["webhooks"]] == [name, *([POD_WEBHOOK] if verb == "mutate" else [])]
     assert hook["admissionReviewVersions"] == ["v1"]
     assert (hook["sideEffects"], hook["failurePolicy"]) == ("None", failure_policy)
     assert (hook["timeoutSeconds"], hook["matchPolicy"]) == (5, "Equivalent")
@@ -150,7 +151,29 @@ def test_webhook_configuration(kind: str, name: str, verb: str, failure_policy: 
     assert expr == {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NAMESPACE]}
 
 
-@pytest.mark.parametrize("path", ["/mutate-kubeflow-org-v2beta1-mpijob", "/validate-kubeflow-org-v2beta1-mpijob"])
+POD_WEBHOOK = "mpijob-worker-pods.kubeflow.org"
+
+
+def test_pod_webhook_configuration() -> None:
+    """The IndexedJob backend's pod webhook, in the mutating configuration so that its caBundle is injected with the
+    others': sent only the worker Jobs' pods (the objectSelector), on CREATE, and never holding a pod back (Ignore, a
+    short timeout, no side effects)."""
+    config = one("MutatingWebhookConfiguration", SERVICE)
+    [hook] = [h for h in config["webhooks"] if h["name"] == POD_WEBHOOK]
+    assert hook == {
+        "name": POD_WEBHOOK, "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Ignore",
+        "timeoutSeconds": 2, "matchPolicy": "Equivalent", "reinvocationPolicy": "Never",
+        "clientConfig": {"service": {"name": SERVICE, "namespace": NAMESPACE, "path": "/mutate--v1-pod", "port": 443}},
+        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"],
+                   "scope": "Namespaced"}],
+        "objectSelector": {"matchExpressions": [{"key": WORKER_JOB_LABEL, "operator": "Exists"}]},
+        "namespaceSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NAMESPACE]}]},
+    }
+
+
+@pytest.mark.parametrize("path", ["/mutate-kubeflow-org-v2beta1-mpijob", "/validate-kubeflow-org-v2beta1-mpijob",
+                                  "/mutate--v1-pod"])
 def test_webhook_paths_are_served_by_the_app(path: str) -> None:
     routes = {(route.method, route.resource.canonical) for route in create_app().router.routes() if route.resource}
     assert ("POST", path) in routes

@@ -1,9 +1,11 @@
 """Hypothesis strategies for MPIJobs as the API server stores and serves them, in v2beta1 and in v2.
 
 v2beta1 objects may carry the annotation mpijobs.kubeflow.org/v2-spec with any value (canonical, reordered,
-padded, other paths, unknown fields, wrong types, not JSON, not a string) and the legacy values v2 would reject
+padded, other paths, unknown fields, wrong types, not JSON, not a string), the annotation
+mpijobs.kubeflow.org/worker-backend with a backend or anything else, and the legacy values v2 would reject
 (docs/proposals/v2.md, "converted verbatim"). v2 objects hold a failurePolicy of the v2 schema's shape (enum
-values not checked: conversion never looks at them) and never the reserved annotation.
+values not checked: conversion never looks at them), a workerBackend of its enum, and never the reserved
+annotations.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 
 from shared.api import constants as c
 from shared.api.v2_spec_annotation import canonical_json
+from shared.api.worker_backend import WORKER_BACKEND_ANNOTATION, WORKER_BACKENDS
 
 ANNOTATION = c.V2_SPEC_ANNOTATION
 WORDS = st.sampled_from(["", "Launcher", "Worker", "worker", "RestartJob", "FailJob", "Restart", "In", "NotIn",
@@ -22,6 +25,9 @@ WORDS = st.sampled_from(["", "Launcher", "Worker", "worker", "RestartJob", "Fail
                          "AtStartup", "waitForWorkersReady", "kueue.x-k8s.io/multikueue", "é", "a:b_c"])
 INTS = st.one_of(st.integers(-2, 300), st.integers(-(2**63), 2**63 - 1))
 SCALARS = st.one_of(st.none(), st.booleans(), INTS, WORDS)
+BACKENDS = st.sampled_from(WORKER_BACKENDS)
+# What a stored object's worker-backend annotation may hold: a backend (lifted), or anything else (carried verbatim).
+BACKEND_ANNOTATIONS = st.one_of(BACKENDS, BACKENDS, st.sampled_from(["", "indexedjob", "Pods ", "JobSet"]), INTS)
 JSON_VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
                                                             st.dictionaries(WORDS, inner, max_size=3)), max_leaves=6)
 
@@ -85,9 +91,11 @@ def _metadata(annotations: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrate
 
 @st.composite
 def _v2beta1_annotations(draw: st.DrawFn) -> dict[str, Any]:
-    annotations = draw(OTHER_ANNOTATIONS)
+    annotations: dict[str, Any] = draw(OTHER_ANNOTATIONS)
     if draw(st.booleans()):
         annotations[ANNOTATION] = draw(annotation_values())
+    if draw(st.booleans()):
+        annotations[WORKER_BACKEND_ANNOTATION] = draw(BACKEND_ANNOTATIONS)
     return annotations
 
 
@@ -106,7 +114,8 @@ def v2beta1_jobs(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def v2_jobs(draw: st.DrawFn) -> dict[str, Any]:
-    """An MPIJob as v2 serves it, often with a failurePolicy; never the reserved annotation, never an empty
+    """An MPIJob as v2 serves it, often with a failurePolicy, at times a workerBackend; never the reserved
+    annotations, never an empty
     annotations map (the API server drops empty metadata maps)."""
     job: dict[str, Any] = {"apiVersion": c.API_VERSION_V2, "kind": c.KIND,
                            "metadata": draw(_metadata(st.dictionaries(ANNOTATION_KEYS, WORDS, min_size=1,
@@ -114,7 +123,7 @@ def v2_jobs(draw: st.DrawFn) -> dict[str, Any]:
     run_policy = draw(RUN_POLICY)
     if draw(st.integers(0, 3)):
         run_policy["failurePolicy"] = draw(FAILURE_POLICY)
-    spec = draw(_object({}, SPEC_FIELDS))
+    spec = draw(_object({}, {**SPEC_FIELDS, "workerBackend": BACKENDS}))
     if draw(st.integers(0, 9)):
         job["spec"] = {**spec, "runPolicy": run_policy} if draw(st.integers(0, 5)) else spec
     if draw(st.booleans()):

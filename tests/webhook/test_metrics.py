@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 
 from webhook.metrics import WebhookMetrics
 
-REQUESTS_HELP = ("Admission and conversion requests by operation (mutate, validate, convert) and result "
+REQUESTS_HELP = ("Admission and conversion requests by operation (mutate, validate, convert, mutate_pod) and result "
                  "(allowed, patched, denied, converted, failed, bad_request, too_large, error).")
 LATENCY_HELP = "Time to answer an admission or conversion request, from the first body byte to the response."
 FAILURES_HELP = ("ConversionReviews answered with result Failed (an object that cannot be converted, a body that is "
@@ -21,7 +21,15 @@ FAILURES = [f"# HELP mpijob_webhook_conversion_failures_total {FAILURES_HELP}",
             "mpijob_webhook_conversion_failures_total 0.0"]
 # each operation's error count, exported at 0 before any request (webhook/metrics.py, OPERATIONS)
 ERRORS = [f'mpijob_webhook_requests_total{{operation="{operation}",result="error"}} 0.0'
-          for operation in ("mutate", "validate", "convert")]
+          for operation in ("mutate", "validate", "convert", "mutate_pod")]
+SKIPPED_HELP = ("Pods of an IndexedJob worker Job allowed without the rank label training.kubeflow.org/replica-index, "
+                "by reason (no_index, malformed_index, malformed_offset, not_a_pod): Kueue's topology-aware placement "
+                "then falls back to ignoring ranks.")
+# each reason the pod webhook leaves a pod without its rank label, exported at 0 (webhook/metrics.py)
+SKIPPED = [f"# HELP mpijob_webhook_replica_index_skipped_total {SKIPPED_HELP}",
+           "# TYPE mpijob_webhook_replica_index_skipped_total counter",
+           *(f'mpijob_webhook_replica_index_skipped_total{{reason="{reason}"}} 0.0'
+             for reason in ("no_index", "malformed_index", "malformed_offset", "not_a_pod"))]
 BOUNDS = ["0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "1.0",
           "+Inf"]
 
@@ -48,6 +56,7 @@ def test_one_request_is_one_counted_series_and_one_histogram_series() -> None:
         f"mpijob_webhook_request_duration_seconds_count{{{labels}}} 1.0",
         f"mpijob_webhook_request_duration_seconds_sum{{{labels}}} 0.0003",
         *FAILURES,
+        *SKIPPED,
     ]
 
 
@@ -74,6 +83,7 @@ def test_no_request_no_series_but_the_errors_at_zero() -> None:
         f"# HELP mpijob_webhook_request_duration_seconds {LATENCY_HELP}",
         "# TYPE mpijob_webhook_request_duration_seconds histogram",
         *FAILURES,
+        *SKIPPED,
     ]
 
 

@@ -114,10 +114,11 @@ V2_HEADER = """\
 
 `kubeflow.org/v2` is opt-in ([operator guide](operator-guide.md#kubefloworgv2-opt-in)): once turned on, it is
 served beside `kubeflow.org/v2beta1`, which stays the storage version ([proposal](proposals/v2.md)). Every type
-above is the same in v2, with one field more, `spec.runPolicy.failurePolicy` (stored in v2beta1 as the annotation
-`mpijobs.kubeflow.org/v2-spec`), and with the enums, replica keys and minimums that the API server itself checks in
-v2 (the lines *Checked by the API server* below and on `kubectl explain mpijob --api-version kubeflow.org/v2`). The
-types that v2 adds:
+above is the same in v2, with two fields more, `spec.runPolicy.failurePolicy` (stored in v2beta1 as the annotation
+`mpijobs.kubeflow.org/v2-spec`) and `spec.workerBackend` (stored as the annotation
+`mpijobs.kubeflow.org/worker-backend`, [proposal](proposals/indexed-job-workers.md)), and with the enums, replica keys
+and minimums that the API server itself checks in v2 (the lines *Checked by the API server* below and on
+`kubectl explain mpijob --api-version kubeflow.org/v2`). The types that v2 changes:
 """
 
 
@@ -142,6 +143,8 @@ def render_v2(docs: list[TypeDoc], schema: Schema) -> str:
             if rules := _rules(field_node) + _limits(field_node):
                 row = row[:-2] + "<br>" + "<br>".join(rules).replace("|", "\\|") + " |"
             for other in docs:  # links to the v2 types' own sections
+                model = other.model.__name__
+                row = row.replace(f"[{model}](#{model.lower()})", f"[{_v2_name(other)}](#{_v2_name(other).lower()})")
                 row = row.replace(f"](#{_v2_name(other).lower()})", f"](#{_v2_name(other).lower()}-v2)")
             lines.append(row)
     return "\n".join(lines) + "\n"

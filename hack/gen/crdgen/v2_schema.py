@@ -1,5 +1,6 @@
-"""The kubeflow.org/v2 schema: v2beta1's plus spec.runPolicy.failurePolicy and the checks v2 moves into the API
-server (enums, replica keys, minimums, CEL rules), as docs/proposals/v2.md lists them. Nothing else differs."""
+"""The kubeflow.org/v2 schema: v2beta1's plus spec.runPolicy.failurePolicy, spec.workerBackend and the checks v2 moves
+into the API server (enums, replica keys, minimums, CEL rules), as docs/proposals/v2.md lists them (workerBackend:
+docs/proposals/indexed-job-workers.md). Nothing else differs."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import copy
 from typing import Any
 
 from hack.gen.crdgen.structural import sorted_schema
-from shared.api.v2types import FAILURE_POLICY_SCHEMA
+from shared.api.v2types import FAILURE_POLICY_SCHEMA, WORKER_BACKEND_IMMUTABLE, WORKER_BACKEND_SCHEMA
 
 Schema = dict[str, Any]
 RULES = "x-kubernetes-validations"
@@ -33,11 +34,15 @@ def v2_schema(v2beta1: Schema) -> Schema:
     _with(props["slotsPerWorker"], minimum=0)
     _replica_specs(props["mpiReplicaSpecs"])
     _run_policy(props["runPolicy"])
+    props["workerBackend"] = _sorted(WORKER_BACKEND_SCHEMA)  # docs/proposals/indexed-job-workers.md
+    spec["properties"] = dict(sorted(props.items()))
     has_policy = "(has({0}.runPolicy) && has({0}.runPolicy.failurePolicy))"
     now, before = has_policy.format("self"), has_policy.format("oldSelf")
     _with(spec, **{RULES: [_rule(f"{now} == {before} && (!{now} || "
                                  "self.runPolicy.failurePolicy == oldSelf.runPolicy.failurePolicy)",
-                                 "failurePolicy is immutable")]})
+                                 "failurePolicy is immutable"),
+                        {**_rule(WORKER_BACKEND_IMMUTABLE.rule, WORKER_BACKEND_IMMUTABLE.message),
+                         "fieldPath": ".workerBackend"}]})
     return schema
 
 

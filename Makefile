@@ -45,7 +45,7 @@ help:
 	@echo "  make helm          Helm, for the chart tests and helm install from a checkout"
 	@echo "  make promtool      promtool (Debian's prometheus package), for the alert-rule tests"
 	@echo "  make images REGISTRY=host[:port]/path [TAG=...] [INSECURE=1]  build the operator's images, push them, print how to deploy them"
-	@echo "  make release VERSION=x.y.z REGISTRY=host[:port][/path] [INSECURE=1] [COSIGN_KEY=...]  cut a release: both images, their SBOMs and the chart (OCI) pushed and signed, digests printed (RELEASE.md)"
+	@echo "  make release VERSION=x.y.z REGISTRY=host[:port][/path] [PLATFORMS=linux/amd64,linux/arm64] [INSECURE=1] [COSIGN_KEY=...]  cut a release: both images (amd64 and arm64, the other one emulated), their SBOMs and the chart (OCI) pushed and signed, digests printed (RELEASE.md)"
 	@echo "Generated files (after an API change, in this order; CONTRIBUTING.md):"
 	@echo "  make crd           regenerate deploy/crds/ and deploy/components/api-v2/ (and the Helm chart's copies)"
 	@echo "  make chart         copy the CRD, its v2 patch, the fixed RBAC and the alert rules of deploy/ into deploy/chart/mpi-operator,"
@@ -127,11 +127,12 @@ images:
 # VERSION is pyproject.toml's version, CHANGELOG.md has its section and the checkout is clean (UNCHECKED=1 skips
 # those checks: test releases only); then pushes both images tagged x.y.z and the chart to oci://REGISTRY/charts
 # (hack/build/release.sh) with an SBOM beside each image, signs them all with COSIGN_KEY=<cosign.key> when given
-# (the key's password in the environment, COSIGN_PASSWORD) and prints their digests.
+# (the key's password in the environment, COSIGN_PASSWORD) and prints their digests. Each image tag is an index of
+# one image per platform: PLATFORMS=linux/amd64,linux/arm64 by default where this machine can emulate the other.
 .PHONY: release
 release:
-	@VERSION="$(VERSION)" REGISTRY="$(REGISTRY)" INSECURE="$(INSECURE)" UNCHECKED="$(UNCHECKED)" \
-	  COSIGN_KEY="$(COSIGN_KEY)" bash hack/build/release.sh
+	@VERSION="$(VERSION)" REGISTRY="$(REGISTRY)" PLATFORMS="$(PLATFORMS)" INSECURE="$(INSECURE)" \
+	  UNCHECKED="$(UNCHECKED)" COSIGN_KEY="$(COSIGN_KEY)" bash hack/build/release.sh
 
 e2e: $(STAMP) node-images jobset cert-manager cosign
 	$(VENV)/bin/pytest tests/e2e

@@ -1,40 +1,64 @@
 #!/usr/bin/env bash
-# `make release VERSION=x.y.z REGISTRY=host[:port][/path] [INSECURE=1] [UNCHECKED=1]`: cuts release x.y.z
-# (RELEASE.md). It refuses unless VERSION is the project's one version (pyproject.toml's `version`), CHANGELOG.md
-# has a `## x.y.z` (or `## [x.y.z]`) section and the checkout is clean; then
-#   1. builds both images for this machine's architecture (build-operator-images.sh: buildah, as `make images`),
-#      labels them with the version (org.opencontainers.image.*, so each release's images have digests of their
-#      own) and pushes them as $REGISTRY/mpijob-webhook:x.y.z and $REGISTRY/mpijob-reconciler:x.y.z;
+# `make release VERSION=x.y.z REGISTRY=host[:port][/path] [PLATFORMS=linux/amd64,linux/arm64] [INSECURE=1]
+# [UNCHECKED=1]`: cuts release x.y.z (RELEASE.md). It refuses unless VERSION is the project's one version
+# (pyproject.toml's `version`), CHANGELOG.md has a `## x.y.z` (or `## [x.y.z]`) section and the checkout is clean; then
+#   1. builds both images for each platform (build-operator-images.sh ARCH: buildah, as `make images`; the host's
+#      natively, the other under emulation: ensure-binfmt.sh, qemu-user-static), labels them with the version
+#      (org.opencontainers.image.*, so each release's images have digests of their own) and pushes, per component,
+#      an image index listing one image per platform (`buildah manifest push --all`, OCI) as
+#      $REGISTRY/mpijob-webhook:x.y.z and $REGISTRY/mpijob-reconciler:x.y.z;
 #   2. packages the chart (`helm package`, version and appVersion x.y.z, image repositories set to the pushed
 #      ones; the tags default to appVersion) and pushes it with `helm push` to oci://$REGISTRY/charts;
-#   3. pushes a software bill of materials of each image (hack/build/sbom.py: SPDX JSON of its Debian and Python
-#      packages) beside it, tagged sha256-<image digest hex>.sbom;
-#   4. with COSIGN_KEY, signs each of them with cosign (build-cosign.sh), the signatures pushed beside them;
-#   5. prints each image's, SBOM's and the chart's digest, and the architectures built (arm64 is not: RELEASE.md).
+#   3. pushes a software bill of materials of each platform's image (hack/build/sbom.py: SPDX JSON of its Debian
+#      and Python packages) beside it, tagged sha256-<that image's digest hex>.sbom;
+#   4. with COSIGN_KEY, signs with cosign (build-cosign.sh) each index and, recursively, each platform's image, each
+#      SBOM and the chart, the signatures pushed beside them;
+#   5. prints every digest: each index's, each platform's image's, each SBOM's and the chart's.
 #
 #   VERSION    required: x.y.z[-pre] (SemVer, as Helm requires of a chart version)
 #   REGISTRY   required: host[:port][/path]; `skopeo login`/`helm registry login` first where it needs credentials
+#   PLATFORMS  comma-separated, of linux/amd64 and linux/arm64; by default both where this machine runs the other
+#              architecture's binaries or can be made to (as root: qemu-user-static installed and its binfmt_misc
+#              handler registered, ensure-binfmt.sh), else the host's alone, the output saying why. A platform
+#              named here that cannot be built fails the release.
 #   INSECURE   1: the registry speaks plain HTTP or has an untrusted certificate (a local test registry)
 #   UNCHECKED  1: skip the three checks (version source, CHANGELOG section, clean checkout): test releases only
 #   COSIGN_KEY a cosign private key (`cosign generate-key-pair`; its password in COSIGN_PASSWORD): sign the release
-# stdout: the summary, ending with the lines `webhook=<ref>@<digest>`, `reconciler=<ref>@<digest>`,
-# `chart=oci://<registry>/charts/mpi-operator:<version>@<digest>`, `webhook-sbom=<ref>@<digest>` and
-# `reconciler-sbom=<ref>@<digest>`; progress goes to stderr.
+# stdout: the summary, ending with the lines `webhook=<ref>@<index digest>`, `reconciler=<ref>@<index digest>`,
+# `chart=oci://<registry>/charts/mpi-operator:<version>@<digest>`, then for each component and each platform in
+# PLATFORMS' order `<component>-<arch>=<repository>@<digest>` and `<component>-<arch>-sbom=<ref>@<digest>`; progress
+# goes to stderr.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 log() { printf '[release %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-usage="usage: make release VERSION=x.y.z REGISTRY=host[:port][/path] [INSECURE=1] [UNCHECKED=1]"
+usage="usage: make release VERSION=x.y.z REGISTRY=host[:port][/path] [PLATFORMS=linux/amd64,linux/arm64]"
+usage+=" [INSECURE=1] [UNCHECKED=1] [COSIGN_KEY=...]"
 
 VERSION="${VERSION:-}"
 REGISTRY="${REGISTRY:-}"
 REGISTRY="${REGISTRY%/}"
+PLATFORMS="${PLATFORMS:-}"
 if ! [[ "$VERSION" =~ ^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$ ]]; then
   echo "VERSION=$VERSION is not x.y.z[-pre]; $usage" >&2; exit 2
 fi
 if [[ -z "$REGISTRY" || "$REGISTRY" == *://* || "$REGISTRY" == *[[:space:]]* ]]; then
   echo "REGISTRY is required, without a scheme; $usage" >&2; exit 2
+fi
+arches=()  # PLATFORMS' architectures, in its order; none: the default, decided below
+if [[ -n "$PLATFORMS" ]]; then
+  IFS=, read -ra requested <<<"$PLATFORMS,"  # the comma: a trailing empty entry is one too
+  for platform in "${requested[@]}"; do
+    case "$platform" in
+      linux/amd64|linux/arm64) ;;
+      *) echo "PLATFORMS=$PLATFORMS: '$platform' is not linux/amd64 or linux/arm64; $usage" >&2; exit 2 ;;
+    esac
+    if [[ " ${arches[*]} " == *" ${platform#linux/} "* ]]; then
+      echo "PLATFORMS=$PLATFORMS names $platform twice; $usage" >&2; exit 2
+    fi
+    arches+=("${platform#linux/}")
+  done
 fi
 
 # The checks: the version is the project's, it has release notes, and what is built is what is committed.
@@ -56,13 +80,36 @@ fi
 
 command -v buildah >/dev/null || bash "$HERE/apt-install.sh" buildah
 command -v skopeo >/dev/null || bash "$HERE/apt-install.sh" skopeo
+host="$(dpkg --print-architecture)"
+
+# The platforms: those asked for, each runnable here (ensure-binfmt.sh registers qemu's handler when it can), or by
+# default the host's and the other one where this machine can run its binaries, the reason written down where not.
+not_built=""
+if (( ${#arches[@]} )); then
+  for a in "${arches[@]}"; do
+    bash "$HERE/ensure-binfmt.sh" "$a" || {
+      echo "PLATFORMS=$PLATFORMS: linux/$a cannot be built on this machine (above; RELEASE.md)" >&2; exit 1; }
+  done
+else
+  for a in amd64 arm64; do
+    if why="$(bash "$HERE/ensure-binfmt.sh" "$a" 2>&1)"; then
+      arches+=("$a")
+    else
+      not_built+="${not_built:+; }linux/$a not built: $(tail -1 <<<"$why") (RELEASE.md)"; log "$not_built"
+    fi
+  done
+  (( ${#arches[@]} )) || { echo "release: no platform can be built on this machine: $not_built" >&2; exit 1; }
+fi
+expect="$(IFS=,; echo "${arches[*]}")"
+platforms="linux/${expect//,/, linux/}"
+log "platforms: $platforms (this machine: linux/$host)"
+
 helm="$(bash "$HERE/build-helm.sh" | tail -1)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 tls=(--tls-verify=true); helm_tls=()
 [[ "${INSECURE:-}" == 1 ]] && { tls=(--tls-verify=false); helm_tls=(--plain-http); }
 revision="$(git -C "$ROOT" rev-parse HEAD)"
-arch="$(buildah info --format '{{.host.arch}}' 2>/dev/null || dpkg --print-architecture)"
 
 # FILE pushed as a one-layer OCI artifact of MEDIA_TYPE to REFERENCE (an OCI image layout written here, copied
 # by skopeo), its manifest's digest written to DIGEST_FILE.
@@ -85,42 +132,55 @@ push_artifact() {
     "oci:$layout:artifact" "docker://$reference" >&2
 }
 
-# 1. The images: the cached build of this checkout, with the release's labels, pushed under the version's tag.
-images="$(bash "$HERE/build-operator-images.sh" | tail -1)"
-declare -A ref digest sbom sbom_digest
-for component in webhook reconciler; do
-  archive="$(ls -t "$images"/operator-"$component"-*.tar | head -1)"
-  ref[$component]="$REGISTRY/mpijob-$component:$VERSION"
-  local_name="localhost/mpijob-operator/$component:release-$VERSION"
-  container="$(buildah from --quiet --pull=never "docker-archive:$archive")"
-  buildah config --label "org.opencontainers.image.version=$VERSION" \
-    --label "org.opencontainers.image.revision=$revision" \
-    --label "org.opencontainers.image.title=mpijob-$component" "$container" >&2
-  buildah commit --quiet --rm "$container" "$local_name" >/dev/null
-  log "buildah push $local_name -> ${ref[$component]}"
-  buildah push --quiet "${tls[@]}" --digestfile "$work/$component.digest" "$local_name" \
-    "docker://${ref[$component]}" >&2
-  buildah rmi "$local_name" >/dev/null
-  digest[$component]="$(cat "$work/$component.digest")"
-  # Its software bill of materials (hack/build/sbom.py, SPDX JSON), pushed beside it as an OCI artifact under
-  # the tag sha256-<hex>.sbom (cosign's convention for what belongs to a digest).
-  sbom_file="$work/mpijob-$component-$VERSION.spdx.json"
-  (cd "$ROOT" && python3 -m hack.build.sbom --archive "$archive" --image "${ref[$component]}" \
-    --digest "${digest[$component]}" --out "$sbom_file")
-  sbom[$component]="$REGISTRY/mpijob-$component:${digest[$component]/:/-}.sbom"
-  push_artifact "$sbom_file" application/spdx+json "${sbom[$component]}" "$work/$component.sbom.digest"
-  sbom_digest[$component]="$(cat "$work/$component.sbom.digest")"
+# 1. The images: per platform, the cached build of this checkout (build-operator-images.sh ARCH) with the release's
+# labels; per component, an image index of them pushed under the version's tag (buildah manifest push --all, OCI),
+# then read back from the registry for the digest of each platform's image (the push compresses the layers: those
+# digests exist only once pushed) and checked to list exactly the platforms built.
+declare -A ref digest archive arch_digest sbom sbom_digest took
+for a in "${arches[@]}"; do
+  began=$SECONDS
+  images="$(bash "$HERE/build-operator-images.sh" "$a" | tail -1)"
+  took[$a]=$((SECONDS - began))
+  suffix=$([[ "$a" == "$host" ]] || echo "-$a")
+  for component in webhook reconciler; do
+    archive[$component/$a]="$(ls -t "$images/operator-$component$suffix-"????????????.tar | head -1)"
+  done
 done
-
-# Only this machine's architecture: the images' base (build-images.sh) is a Debian tree made by mmdebstrap for
-# the host's architecture, so another architecture needs its own base built under emulation (RELEASE.md).
-other=$([[ "$arch" == arm64 ]] && echo amd64 || echo arm64)
-qemu=$([[ "$other" == arm64 ]] && echo aarch64 || echo x86_64)
-if [[ -r /proc/sys/fs/binfmt_misc/qemu-$qemu ]] && grep -q '^enabled' "/proc/sys/fs/binfmt_misc/qemu-$qemu"; then
-  why="this machine can emulate $other (qemu-$qemu), but the Python base image is built for $arch only (RELEASE.md)"
-else
-  why="this machine cannot run $other binaries (no qemu-$qemu binfmt_misc entry: qemu-user-static, RELEASE.md)"
-fi
+for component in webhook reconciler; do
+  ref[$component]="$REGISTRY/mpijob-$component:$VERSION"
+  list="localhost/mpijob-operator/$component:release-$VERSION"
+  buildah manifest rm "$list" >/dev/null 2>&1 || true  # left by an interrupted release
+  buildah manifest create "$list" >/dev/null
+  for a in "${arches[@]}"; do
+    container="$(buildah from --quiet --pull=never --arch "$a" "docker-archive:${archive[$component/$a]}")"
+    buildah config --label "org.opencontainers.image.version=$VERSION" \
+      --label "org.opencontainers.image.revision=$revision" \
+      --label "org.opencontainers.image.title=mpijob-$component" "$container" >&2
+    buildah commit --quiet --rm "$container" "$list-$a" >/dev/null
+    buildah manifest add "$list" "containers-storage:$list-$a" >/dev/null
+  done
+  log "buildah manifest push --all $list ($platforms) -> ${ref[$component]}"
+  buildah manifest push --all --quiet --format oci "${tls[@]}" --digestfile "$work/$component.digest" "$list" \
+    "docker://${ref[$component]}" >&2
+  buildah manifest rm "$list" >/dev/null
+  for a in "${arches[@]}"; do buildah rmi "$list-$a" >/dev/null; done
+  digest[$component]="$(cat "$work/$component.digest")"
+  skopeo inspect --raw "${tls[@]}" "docker://${ref[$component]%:*}@${digest[$component]}" >"$work/$component.index"
+  (cd "$ROOT" && python3 -m hack.build.oci_index --expect "$expect" <"$work/$component.index") \
+    >"$work/$component.platforms"
+  while read -r a d; do arch_digest[$component/$a]="$d"; done <"$work/$component.platforms"
+  for a in "${arches[@]}"; do
+    # Its software bill of materials (hack/build/sbom.py, SPDX JSON), pushed beside it as an OCI artifact under
+    # the tag sha256-<hex>.sbom (cosign's convention for what belongs to a digest).
+    d="${arch_digest[$component/$a]}"
+    sbom_file="$work/mpijob-$component-$VERSION-$a.spdx.json"
+    (cd "$ROOT" && python3 -m hack.build.sbom --archive "${archive[$component/$a]}" --image "${ref[$component]}" \
+      --digest "$d" --arch "$a" --out "$sbom_file")
+    sbom[$component/$a]="$REGISTRY/mpijob-$component:${d/:/-}.sbom"
+    push_artifact "$sbom_file" application/spdx+json "${sbom[$component/$a]}" "$work/$component-$a.sbom.digest"
+    sbom_digest[$component/$a]="$(cat "$work/$component-$a.sbom.digest")"
+  done
+done
 
 # 2. The chart: the checkout's, with the pushed repositories as defaults, packaged and pushed as an OCI artifact.
 cp -r "$ROOT/deploy/chart/mpi-operator" "$work/mpi-operator"
@@ -138,34 +198,48 @@ chart_digest="$(sed -n 's/^Digest: *\(sha256:[0-9a-f]\{64\}\)$/\1/p' <<<"$pushed
 [[ -n "$chart_digest" ]] || { echo "helm push printed no digest" >&2; exit 1; }
 chart="oci://$REGISTRY/charts/mpi-operator:$VERSION"
 
-# 4. Signatures, with COSIGN_KEY: cosign (build-cosign.sh, from the Go module proxy) signs each image's, SBOM's and
-# the chart's digest with that key, the signatures pushed beside them (tags sha256-<hex>.sig); no transparency log
-# upload (a private key of the maintainers; verify with `cosign verify --key cosign.pub --insecure-ignore-tlog`).
+# 4. Signatures, with COSIGN_KEY: cosign (build-cosign.sh, from the Go module proxy) signs with that key each index
+# and, recursively, each platform's image in it (whichever of the digests an admin or an admission policy checks),
+# each SBOM and the chart, the signatures pushed beside them (tags sha256-<hex>.sig); no transparency log upload
+# (a private key of the maintainers; verify with `cosign verify --key cosign.pub --insecure-ignore-tlog`).
 signed="Not signed (no COSIGN_KEY; RELEASE.md)."
 if [[ -n "${COSIGN_KEY:-}" ]]; then
   cosign="$(bash "$HERE/build-cosign.sh" | tail -1)"
   sign_flags=(--yes --key "$COSIGN_KEY" --tlog-upload=false)
   [[ "${INSECURE:-}" == 1 ]] && sign_flags+=(--allow-insecure-registry --allow-http-registry)
-  for target in "${ref[webhook]%:*}@${digest[webhook]}" "${ref[reconciler]%:*}@${digest[reconciler]}" \
-      "${sbom[webhook]%:*}@${sbom_digest[webhook]}" "${sbom[reconciler]%:*}@${sbom_digest[reconciler]}" \
-      "$REGISTRY/charts/mpi-operator@$chart_digest"; do
+  targets=()
+  for component in webhook reconciler; do
+    log "cosign sign --recursive ${ref[$component]%:*}@${digest[$component]}"
+    COSIGN_PASSWORD="${COSIGN_PASSWORD:-}" "$cosign" sign "${sign_flags[@]}" --recursive \
+      "${ref[$component]%:*}@${digest[$component]}" >&2
+    for a in "${arches[@]}"; do targets+=("${sbom[$component/$a]%:*}@${sbom_digest[$component/$a]}"); done
+  done
+  for target in "${targets[@]}" "$REGISTRY/charts/mpi-operator@$chart_digest"; do
     log "cosign sign $target"
     COSIGN_PASSWORD="${COSIGN_PASSWORD:-}" "$cosign" sign "${sign_flags[@]}" "$target" >&2
   done
-  signed="Signed with $COSIGN_KEY (cosign): the images, their SBOMs and the chart."
+  signed="Signed with $COSIGN_KEY (cosign): both image indexes and each platform's image, the SBOMs, the chart."
 fi
 
+architectures=""
+for a in "${arches[@]}"; do
+  how=$([[ "$a" == "$host" ]] && echo native || echo "emulated, qemu-user-static")
+  architectures+="${architectures:+, }linux/$a ($how; images ready in ${took[$a]} s)"
+done
+[[ -z "$not_built" ]] || architectures+="; $not_built"
 plain=""; [[ "${INSECURE:-}" == 1 ]] && plain=" --plain-http"
-cat <<EOF
-Released $VERSION (commit $revision):
-  ${ref[webhook]}  (${digest[webhook]})
-  ${ref[reconciler]}  (${digest[reconciler]})
-  $chart  (${chart_digest})
-SBOMs (SPDX JSON, beside each image):
-  ${sbom[webhook]}  (${sbom_digest[webhook]})
-  ${sbom[reconciler]}  (${sbom_digest[reconciler]})
+echo "Released $VERSION (commit $revision):"
+for component in webhook reconciler; do
+  echo "  ${ref[$component]}  (${digest[$component]}, an image index of $platforms)"
+  for a in "${arches[@]}"; do
+    echo "    linux/$a  ${arch_digest[$component/$a]}"
+    echo "      SBOM (SPDX JSON) ${sbom[$component/$a]}  (${sbom_digest[$component/$a]})"
+  done
+done
+cat <<END
+  $chart  ($chart_digest)
 $signed
-Architectures: linux/$arch only; linux/$other not built: $why.
+Architectures: $architectures.
 
 Install it (docs/operator-guide.md#install-a-released-version):
   helm install mpi-operator oci://$REGISTRY/charts/mpi-operator --version $VERSION$plain
@@ -173,6 +247,10 @@ Install it (docs/operator-guide.md#install-a-released-version):
 webhook=${ref[webhook]}@${digest[webhook]}
 reconciler=${ref[reconciler]}@${digest[reconciler]}
 chart=$chart@$chart_digest
-webhook-sbom=${sbom[webhook]}@${sbom_digest[webhook]}
-reconciler-sbom=${sbom[reconciler]}@${sbom_digest[reconciler]}
-EOF
+END
+for component in webhook reconciler; do
+  for a in "${arches[@]}"; do
+    echo "$component-$a=${ref[$component]%:*}@${arch_digest[$component/$a]}"
+    echo "$component-$a-sbom=${sbom[$component/$a]}@${sbom_digest[$component/$a]}"
+  done
+done

@@ -2,7 +2,9 @@
 docs/operator-guide.md#install-a-released-version), on the real node.
 
 `make release VERSION=9.9.1 ... UNCHECKED=1` and then 9.9.2 (UNCHECKED: neither is the checkout's version nor has
-a CHANGELOG section) push both images, their SBOMs (each an SPDX document of that image) and the chart to a local
+a CHANGELOG section), each with PLATFORMS set to this machine's platform alone (the suite never builds another
+architecture's images: tests/e2e/test_release_multiarch.py does, when asked), push both images (each tag an image
+index of that one platform's image), their SBOMs (each an SPDX document of that image) and the chart to a local
 registry (Debian's docker-registry, plain HTTP, the node's containerd told about it), each signed with a key pair
 made for the test (cosign, built from the Go module proxy: every signature verifies with that key and not with
 another; without Go the releases are unsigned and that test skips). The module swaps the
@@ -30,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from hack.build import oci_index
 from hack.devcluster import HarnessError
 from hack.devcluster.binaries import REPO_ROOT
 from hack.devcluster.helm import RELEASE, RELEASE_NAMESPACE, find_helm, helm, value_flags
@@ -57,7 +60,11 @@ VERSIONS = ("9.9.1", "9.9.2")
 DEPLOYMENTS = {WEBHOOK: "webhook", RECONCILER: "reconciler"}  # Deployment: its image's component
 HELM_CONFIG = "application/vnd.cncf.helm.config.v1+json"  # the config media type of a chart pushed by helm
 SPDX = "application/spdx+json"
-PRINTED = ("webhook", "reconciler", "chart", "webhook-sbom", "reconciler-sbom")  # the last lines of make release
+HOST = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True, check=False).stdout.strip()
+PLATFORM = f"linux/{HOST}"  # the one platform the suite's releases are built for
+# the last lines of make release: the indexes, the chart, then each component's image for the platform and its SBOM
+PRINTED = ("webhook", "reconciler", "chart", f"webhook-{HOST}", f"webhook-{HOST}-sbom", f"reconciler-{HOST}",
+           f"reconciler-{HOST}-sbom")
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,11 @@ class Released:
 
     def image(self, component: str) -> str:
         return self.references[component].rsplit("@", 1)[0]
+
+    def repository(self, artifact: str) -> str:
+        """ARTIFACT's repository, without the tag its printed reference may have."""
+        head, _, last = self.image(artifact).removeprefix("oci://").rpartition("/")
+        return f"{head}/{last.split(':', 1)[0]}"
 
 
 @dataclass(frozen=True)
@@ -103,13 +115,14 @@ def make_release(registry: LocalRegistry, version: str, key: Path | None) -> Rel
     """`make release` as a maintainer runs it (UNCHECKED=1: a test version), signing with KEY; what it printed."""
     signing = [f"COSIGN_KEY={key}"] if key else []
     result = subprocess.run(["make", "-s", "release", f"VERSION={version}", f"REGISTRY={registry.host}",
-                             "INSECURE=1", "UNCHECKED=1", *signing], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "COSIGN_PASSWORD": ""}, timeout=900, check=False)
+                             f"PLATFORMS={PLATFORM}", "INSECURE=1", "UNCHECKED=1", *signing], cwd=REPO_ROOT,
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, "COSIGN_PASSWORD": ""}, timeout=900,
+                            check=False)
     assert result.returncode == 0, result.stdout
     lines = [line.split("=", 1) for line in result.stdout.splitlines()
              if line.startswith(tuple(f"{name}=" for name in PRINTED))]
     assert [name for name, _ in lines] == list(PRINTED), result.stdout
-    assert "Architectures: linux/" in result.stdout, result.stdout  # what was built, and why not the other
+    assert f"Architectures: {PLATFORM} (native; " in result.stdout, result.stdout  # what was built, and how
     return Released(version, dict(lines))
 
 
@@ -130,19 +143,30 @@ def blob(registry: LocalRegistry, repository: str, digest: str) -> bytes:
     return content
 
 
+def image_index(registry: LocalRegistry, repository: str, tag: str) -> tuple[str, JSON]:
+    """The digest and content of the image index REPOSITORY:TAG."""
+    request = urllib.request.Request(f"http://{registry.host}/v2/{repository}/manifests/{tag}",
+                                     headers={"Accept": oci_index.INDEX_TYPES[0]})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = response.read()
+    index: JSON = json.loads(body)
+    return f"sha256:{hashlib.sha256(body).hexdigest()}", index
+
+
 def check_sbom(registry: LocalRegistry, released: Released, component: str) -> None:
-    """The SBOM pushed beside COMPONENT's image: tagged by the image's digest, one SPDX layer describing that
-    image, its Debian and Python packages, the project's own at its version among them."""
-    repository, digest = f"mpijob-{component}", released.digest(component)
+    """The SBOM pushed beside COMPONENT's image for the platform: tagged by that image's digest, one SPDX layer
+    describing that image, its Debian and Python packages, the project's own at its version among them."""
+    repository, digest = f"mpijob-{component}", released.digest(f"{component}-{HOST}")
     tag = f"{digest.replace(':', '-')}.sbom"
-    assert released.image(f"{component}-sbom") == f"{registry.host}/{repository}:{tag}"
+    assert released.image(f"{component}-{HOST}-sbom") == f"{registry.host}/{repository}:{tag}"
     manifest_sha, manifest = manifest_digest(registry, repository, tag)
-    assert manifest_sha == released.digest(f"{component}-sbom")
+    assert manifest_sha == released.digest(f"{component}-{HOST}-sbom")
     assert (manifest["artifactType"], [layer["mediaType"] for layer in manifest["layers"]]) == (SPDX, [SPDX])
     document = json.loads(blob(registry, repository, manifest["layers"][0]["digest"]))
     assert (document["spdxVersion"], document["name"]) == ("SPDX-2.3", f"{released.image(component)}@{digest}")
     root, *packages = document["packages"]
     assert (root["name"], root["versionInfo"]) == (f"{registry.host}/{repository}", released.version)
+    assert f"?arch={HOST}&" in root["externalRefs"][0]["referenceLocator"]
     assert document["relationships"] == [
         {"spdxElementId": "SPDXRef-DOCUMENT", "relationshipType": "DESCRIBES", "relatedSpdxElement": "SPDXRef-Image"},
         *({"spdxElementId": "SPDXRef-Image", "relationshipType": "CONTAINS", "relatedSpdxElement": p["SPDXID"]}
@@ -245,16 +269,20 @@ def setup(real_cluster: RealNodeCluster, tmp_path_factory: pytest.TempPathFactor
 def test_make_release_pushes_both_versions_with_their_digests(setup: Setup) -> None:
     registry = setup.registry
     signed = setup.cosign is not None  # then a signature beside each image, SBOM and chart (sha256-<hex>.sig)
-    for component in ("webhook", "reconciler"):  # each version's image and, beside it, its SBOM
-        sboms = [f"{r.digest(component).replace(':', '-')}.sbom" for r in setup.releases.values()]
+    for component in ("webhook", "reconciler"):  # each version's index and, beside its image, that image's SBOM
+        sboms = [f"{r.digest(f'{component}-{HOST}').replace(':', '-')}.sbom" for r in setup.releases.values()]
         signatures = [f"{r.digest(a).replace(':', '-')}.sig" for r in setup.releases.values()
-                      for a in (component, f"{component}-sbom")] if signed else []
+                      for a in (component, f"{component}-{HOST}", f"{component}-{HOST}-sbom")] if signed else []
         assert sorted(registry.tags(f"mpijob-{component}")) == sorted([*VERSIONS, *sboms, *signatures])
     signatures = [f"{r.digest('chart').replace(':', '-')}.sig" for r in setup.releases.values()] if signed else []
     assert sorted(registry.tags("charts/mpi-operator")) == sorted([*VERSIONS, *signatures])
     for version, released in setup.releases.items():
         for component in ("webhook", "reconciler"):
             assert released.image(component) == f"{registry.host}/mpijob-{component}:{version}"
+            assert released.image(f"{component}-{HOST}") == f"{registry.host}/mpijob-{component}"
+            digest, index = image_index(registry, f"mpijob-{component}", version)  # of the one platform's image
+            assert (digest, oci_index.expected_digests(index, [HOST])) == (
+                released.digest(component), [(HOST, released.digest(f"{component}-{HOST}"))])
         assert released.image("chart") == f"{oci_chart(setup)}:{version}"
         digest, manifest = manifest_digest(registry, "charts/mpi-operator", version)
         assert (digest, manifest["config"]["mediaType"]) == (released.digest("chart"), HELM_CONFIG)
@@ -262,7 +290,7 @@ def test_make_release_pushes_both_versions_with_their_digests(setup: Setup) -> N
             check_sbom(registry, released, component)
     first, second = (setup.releases[v] for v in VERSIONS)
     # each release's images carry its version (a label): digests of their own
-    assert all(first.digest(c) != second.digest(c) for c in ("webhook", "reconciler", "chart"))
+    assert all(first.digest(c) != second.digest(c) for c in ("webhook", "reconciler", "chart", *PRINTED[3:]))
 
 
 def verify(setup: Setup, public_key: Path, reference: str) -> subprocess.CompletedProcess[str]:
@@ -278,8 +306,7 @@ def test_everything_a_release_pushed_is_signed_by_the_maintainers_key(setup: Set
         pytest.skip("cosign cannot be built here (no Go): the releases were not signed")
     for released in setup.releases.values():
         for artifact in PRINTED:
-            name, digest = released.image(artifact).rsplit(":", 1)[0], released.digest(artifact)
-            name = name.removeprefix("oci://")
+            name, digest = released.repository(artifact), released.digest(artifact)
             result = verify(setup, setup.keys / "cosign.pub", f"{name}@{digest}")
             assert result.returncode == 0, result.stderr
             (payload,) = json.loads(result.stdout)  # one signature, of that digest

@@ -42,7 +42,7 @@ def checkout(directory: Path, changelog: str, *, dirty: bool) -> Path:
 def test_make_release_refuses_before_building(tmp_path: Path, version: str, changelog: str, dirty: bool,
                                               problems: list[str]) -> None:
     root = checkout(tmp_path / "repo", changelog, dirty=dirty)
-    env = {k: v for k, v in os.environ.items() if k not in ("UNCHECKED", "INSECURE")}
+    env = {k: v for k, v in os.environ.items() if k not in ("UNCHECKED", "INSECURE", "PLATFORMS")}
     result = subprocess.run(["bash", str(root / "hack" / "build" / "release.sh")], capture_output=True, text=True,
                             env={**env, "VERSION": version, "REGISTRY": "registry.example.com/mpi"}, timeout=60,
                             check=False)
@@ -56,9 +56,19 @@ def test_make_release_refuses_before_building(tmp_path: Path, version: str, chan
     pytest.param({"VERSION": "v1.2.3", "REGISTRY": "r.example.com"}, "VERSION=v1.2.3 is not x.y.z", id="a v"),
     pytest.param({"VERSION": "1.2.3"}, "REGISTRY is required, without a scheme", id="no registry"),
     pytest.param({"VERSION": "1.2.3", "REGISTRY": "https://r.example.com"}, "without a scheme", id="a scheme"),
+    pytest.param({"VERSION": "1.2.3", "REGISTRY": "r.example.com", "PLATFORMS": "linux/amd64,linux/s390x"},
+                 "PLATFORMS=linux/amd64,linux/s390x: 'linux/s390x' is not linux/amd64 or linux/arm64",
+                 id="an unknown platform"),
+    pytest.param({"VERSION": "1.2.3", "REGISTRY": "r.example.com", "PLATFORMS": "arm64"},
+                 "PLATFORMS=arm64: 'arm64' is not linux/amd64 or linux/arm64", id="no os"),
+    pytest.param({"VERSION": "1.2.3", "REGISTRY": "r.example.com", "PLATFORMS": "linux/arm64,"},
+                 "PLATFORMS=linux/arm64,: '' is not linux/amd64 or linux/arm64", id="an empty one"),
+    pytest.param({"VERSION": "1.2.3", "REGISTRY": "r.example.com", "PLATFORMS": "linux/arm64,linux/amd64,linux/arm64"},
+                 "PLATFORMS=linux/arm64,linux/amd64,linux/arm64 names linux/arm64 twice", id="twice"),
 ])
 def test_make_release_refuses_bad_arguments(variables: dict[str, str], message: str) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("VERSION", "REGISTRY", "UNCHECKED", "INSECURE")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VERSION", "REGISTRY", "PLATFORMS", "UNCHECKED", "INSECURE")}
     result = subprocess.run(["make", "-s", "release", *(f"{k}={v}" for k, v in variables.items())], cwd=REPO_ROOT,
                             env=env, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode != 0

@@ -39,7 +39,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 declare -A ref digest
 for component in webhook reconciler; do
-  archive="$(ls -t "$images"/operator-"$component"-*.tar | head -1)"
+  archive="$(ls -t "$images/operator-$component-"????????????.tar | head -1)"  # the host's, not operator-<c>-arm64-*
   ref[$component]="$REGISTRY/mpijob-$component:$TAG"
   log "skopeo copy $(basename "$archive") -> ${ref[$component]}"
   skopeo copy --quiet "${tls[@]}" --digestfile "$work/$component.digest" \

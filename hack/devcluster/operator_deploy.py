@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -67,7 +68,10 @@ def operator_image_archives() -> list[Path]:
     if proc.returncode != 0 or not lines:
         raise HarnessError(f"{BUILD_SCRIPT.name} failed with status {proc.returncode} (see its output above)")
     out = Path(lines[-1])
-    found = [sorted(out.glob(f"operator-{c}-*.tar"))[-1:] for c in ("webhook", "reconciler")]
+    # the host's operator-<component>-<key>.tar, not another architecture's operator-<component>-arm64-<key>.tar
+    found = [sorted(p for p in out.glob(f"operator-{c}-*.tar")
+                    if re.fullmatch(rf"operator-{c}-[0-9a-f]{{12}}\.tar", p.name))[-1:]
+             for c in ("webhook", "reconciler")]
     if not all(found):
         raise HarnessError(f"{BUILD_SCRIPT.name} left no operator images in {out}")
     return [f[0] for f in found]

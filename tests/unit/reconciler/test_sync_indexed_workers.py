@@ -11,11 +11,14 @@ import pytest
 
 from reconciler.mpijob import builders
 from reconciler.mpijob.custom_resources import MPIJOBS
+from reconciler.mpijob.policy_decisions import with_attempt
 from reconciler.mpijob.worker_backends import with_backend_label
 from reconciler.runtime.api_resources import JOBS, PODS, SERVICES
 from reconciler.settings import Settings
+from shared.api.v2_spec_annotation import canonical_json
 from shared.jsondict import JSONDict
 from tests.unit.reconciler.test_sync import EARLIER, T, World, condition, created_condition, defaulted, new_mpijob
+from tests.unit.reconciler.test_sync_failure_policy import evicted, policy_job, running_status
 
 INDEXED = {"mpijobs.kubeflow.org/worker-backend": "IndexedJob"}
 WORKER_JOB_UID = "worker-job-uid"
@@ -229,3 +232,70 @@ async def test_the_annotation_of_a_job_made_by_another_backend_is_not_followed()
     await world.sync()
     assert [a for a in world.cluster.actions if a[1] in ("jobs", "pods")][:2] == [
         ("create", "pods", "test-worker-0"), ("create", "pods", "test-worker-1")]
+
+
+# ---- the failurePolicy (v2) through the worker Job
+
+def policy_world(rules: list[JSONDict], attempt: int = 0) -> World:
+    """A running IndexedJob job with a failurePolicy, its worker Job and two Running pods at ``attempt``."""
+    job = policy_job(1, running_status())
+    job["metadata"]["annotations"].update(INDEXED)
+    policy = {"spec": {"runPolicy": {"failurePolicy": {"maxRestarts": 1, "rules": rules}}}}
+    job["metadata"]["annotations"]["mpijobs.kubeflow.org/v2-spec"] = canonical_json(policy)
+    world = World(job)
+    add_dependencies(world)
+    worker_job = with_attempt(builders.build_worker_job(defaulted(job)), attempt)
+    worker_job["metadata"]["uid"] = WORKER_JOB_UID
+    world.cluster.given(JOBS, worker_job)
+    launcher = with_attempt(builders.build_launcher_job(defaulted(job)), attempt)
+    launcher["metadata"]["uid"] = "launcher-uid"
+    launcher["status"] = {"active": 1}
+    world.cluster.given(JOBS, launcher)
+    for index in range(2):
+        pod = given_pod(world, index, "Running")
+        pod["metadata"]["labels"]["mpijobs.kubeflow.org/restart-attempt"] = str(attempt)
+        world.cluster.given(PODS, pod)
+    return world
+
+
+def fail_pod(world: World, index: int, status: JSONDict) -> None:
+    pod = world.cluster.server[("pods", "default", f"test-worker-{index}-abcde")]
+    world.cluster.given(PODS, {**pod, "status": status})
+
+
+async def test_a_restart_job_rule_deletes_the_worker_job_in_the_foreground() -> None:
+    world = policy_world([{"name": "disrupted", "action": "RestartJob",
+                           "onPodConditions": [{"status": "True", "type": "DisruptionTarget"}]}])
+    fail_pod(world, 1, evicted())
+    assert await world.sync() == "restarted"
+    deletes = [(name, body["propagationPolicy"]) for verb, plural, name, body in world.cluster.writes
+               if verb == "delete"]
+    assert deletes == [("test-launcher", "Foreground"), ("test-worker", "Foreground")]
+    assert world.cluster.status_written()["restartCount"] == 1
+    # the next sync: the worker Job of attempt 0 still being deleted, nothing is made
+    world.cluster.catch_up()
+    assert world.job is not None
+    terminating = with_attempt(builders.build_worker_job(defaulted(world.job)), 0)
+    terminating["metadata"].update(uid=WORKER_JOB_UID, deletionTimestamp=T)
+    world.cluster.given(JOBS, terminating)
+    world.cluster.writes.clear()
+    assert await world.sync() == "restarting"
+    assert [a for a in world.cluster.actions if a[0] in ("create", "delete")] == []
+    # gone: the next attempt's worker Job, labelled
+    world.cluster.server.pop(("jobs", "default", "test-worker"))
+    world.cluster.catch_up()
+    await world.sync()
+    assert world.cluster.created("jobs", "test-worker") == with_attempt(
+        builders.build_worker_job(defaulted(world.job)), 1)
+
+
+async def test_a_fail_job_rule_on_a_worker_s_exit_code_fails_the_job() -> None:
+    world = policy_world([{"name": "bad", "action": "FailJob", "onReplicaTypes": ["Worker"],
+                           "onExitCodes": {"operator": "In", "values": [3]}}])
+    fail_pod(world, 0, {"phase": "Failed", "containerStatuses": [
+        {"name": "foo", "state": {"terminated": {"exitCode": 3, "finishedAt": T}}}]})
+    assert await world.sync() == "failed"
+    failed = [c for c in world.cluster.status_written()["conditions"] if c["type"] == "Failed"]
+    assert failed == [condition("Failed", "True", "FailJobFailurePolicyAction",
+                                'MPIJob default/test has failed by rule "bad": Worker pod test-worker-0-abcde: '
+                                "container foo exited with 3")]

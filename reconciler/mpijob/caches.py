@@ -26,6 +26,8 @@ _POD_SHARED_META = ("creationTimestamp", "deletionTimestamp")
 # of a worker Job's pod (IndexedJob backend; plain workers have no such label: theirs are shared as before)
 _POD_LABELS = (c.LABEL_OPERATOR_NAME, c.LABEL_JOB_NAME, c.LABEL_JOB_ROLE, c.RESTART_ATTEMPT_LABEL,
                JOB_COMPLETION_INDEX)
+# a worker Job's pod also keeps its rank label, which the webhook's pod mutation adds (the sync says when one has none)
+_JOB_POD_LABELS = (*_POD_LABELS, c.LABEL_REPLICA_INDEX)
 _REF_KEYS = ("apiVersion", "kind", "name", "uid", "controller")
 _CAUSE_LIMIT = 1024  # a pending cause longer than a condition message is cut
 _META_KEYS = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences", "creationTimestamp",
@@ -51,7 +53,8 @@ def _slim_pod_meta(obj: JSONDict, ref: JSONDict) -> JSONDict:
             slim[key] = _interned(slim[key])
     slim["namespace"] = _interned(metadata.get("namespace", ""))
     labels = metadata.get("labels") or {}
-    selected = tuple((key, _interned(labels[key])) for key in _POD_LABELS if key in labels)
+    keys = _JOB_POD_LABELS if JOB_COMPLETION_INDEX in labels else _POD_LABELS
+    selected = tuple((key, _interned(labels[key])) for key in keys if key in labels)
     slim["labels"] = shared(("labels", selected), lambda: SharedDict(selected))
     owner = tuple((key, _interned(ref[key])) for key in _REF_KEYS if key in ref)
     slim["ownerReferences"] = shared(("owner", owner), lambda: SharedList([dict(owner)]))

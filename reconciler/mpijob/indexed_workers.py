@@ -18,7 +18,7 @@ from reconciler.mpijob.caches import slim_job
 from reconciler.mpijob.context import JobContext
 from reconciler.mpijob.ensure import create_or_read, ensure_controlled
 from reconciler.mpijob.errors import CreateFailedError
-from reconciler.mpijob.status import Event, phase
+from reconciler.mpijob.status import Event, phase, truncate
 from reconciler.runtime.api_resources import JOBS
 from reconciler.runtime.client import ApiError
 from reconciler.runtime.metadata import is_controlled_by, meta
@@ -29,6 +29,7 @@ from shared.jsondict import JSONDict
 
 logger = logging.getLogger("reconciler")
 FOREGROUND, BACKGROUND = "Foreground", "Background"
+REASON_UNRANKED = "WorkerWithoutReplicaIndex"
 
 
 def worker_job(ctx: JobContext) -> JSONDict | None:
@@ -121,9 +122,26 @@ async def ensure_workers(ctx: JobContext, *, create: bool = True) -> list[JSONDi
     elif create and ctx.worker_replicas > 0:
         job = await _create(ctx)
     found = by_index(job_pods(ctx, job)) if job is not None else {}
+    await _report_unranked(ctx, found)
     if not create:
         return [found[index] for index in sorted(found) if index < ctx.worker_replicas]
     return [found.get(index) or _placeholder(ctx, index) for index in range(ctx.worker_replicas)]
+
+
+async def _report_unranked(ctx: JobContext, pods: dict[int, JSONDict]) -> None:
+    """A Warning event, once per job (and process), when a worker pod lacks the rank label the webhook's pod
+    mutation adds (it is not called: its ``failurePolicy: Ignore`` let the pod through). The job runs all the same;
+    Kueue's topology-aware scheduling then places its pods without their rank order."""
+    if ctx.record.unranked_said:
+        return
+    unranked = sorted(str(meta(p)["name"]) for p in pods.values() if c.LABEL_REPLICA_INDEX not in (
+        meta(p).get("labels") or {}))
+    if unranked:
+        ctx.record.unranked_said = True
+        await ctx.event(Event("Warning", REASON_UNRANKED, truncate(
+            f"{len(unranked)}/{len(pods)} worker pods have no {c.LABEL_REPLICA_INDEX} label (the webhook's pod "
+            f"mutation was not called), first {unranked[0]}: Kueue's topology-aware scheduling places them without "
+            "their rank order")))
 
 
 def running_hostnames(ctx: JobContext) -> list[str]:

@@ -19,13 +19,14 @@ from shared.jsondict import JSONDict
 class JobRecord:
     """One job's memory: its creations and deletions the cache has not shown yet, its progress writes (for the
     settler), the restart count this process last wrote (a cache that does not show that write yet must not
-    make the attempt it ended look current), and the pods a failurePolicy evaluates that were removed before a
-    sync saw them (by pod UID)."""
+    make the attempt it ended look current), the pods a failurePolicy evaluates that were removed before a
+    sync saw them (by pod UID), and whether a worker pod without its rank label was reported."""
 
     expectations: Expectations = field(default_factory=Expectations)
     settled: SettleMemory = field(default_factory=SettleMemory)
     restarts: int = 0
     removed: dict[str, JSONDict] = field(default_factory=dict)
+    unranked_said: bool = False  # a worker Job's pod without its rank label was reported (once per job and process)
 
     def removed_pods(self) -> list[JSONDict]:
         """The removed pods, by name."""

@@ -12,6 +12,7 @@ import pytest
 from reconciler.mpijob import builders
 from reconciler.mpijob.custom_resources import MPIJOBS
 from reconciler.mpijob.policy_decisions import with_attempt
+from reconciler.mpijob.status import Event
 from reconciler.mpijob.worker_backends import with_backend_label
 from reconciler.runtime.api_resources import JOBS, PODS, SERVICES
 from reconciler.settings import Settings
@@ -53,14 +54,16 @@ def given_worker_job(world: World, *, replicas: int | None = None, deleting: boo
 
 
 def given_pod(world: World, index: int, phase: str, *, suffix: str = "abcde", created: str = EARLIER,
-              ready: bool | None = None, deleting: bool = False) -> JSONDict:
-    """A pod the Job controller made for ``index``: name with a random suffix, the index label, the forced hostname."""
+              ready: bool | None = None, deleting: bool = False, ranked: bool = True) -> JSONDict:
+    """A pod the Job controller made for ``index``: name with a random suffix, the index label, the forced hostname,
+    and (unless not ``ranked``) the rank label the webhook's pod mutation adds."""
     assert world.job is not None
     template = builders.build_worker_job_template(defaulted(world.job))
+    rank = {"training.kubeflow.org/replica-index": str(index)} if ranked else {}
     metadata: JSONDict = {
         "name": f"test-worker-{index}-{suffix}", "namespace": "default", "uid": f"pod-{index}-{suffix}",
         "creationTimestamp": created,
-        "labels": {**template["metadata"]["labels"], "batch.kubernetes.io/job-completion-index": str(index)},
+        "labels": {**template["metadata"]["labels"], "batch.kubernetes.io/job-completion-index": str(index), **rank},
         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "test-worker", "uid": WORKER_JOB_UID,
                              "controller": True, "blockOwnerDeletion": True}]}
     if deleting:
@@ -232,6 +235,25 @@ async def test_the_annotation_of_a_job_made_by_another_backend_is_not_followed()
     await world.sync()
     assert [a for a in world.cluster.actions if a[1] in ("jobs", "pods")][:2] == [
         ("create", "pods", "test-worker-0"), ("create", "pods", "test-worker-1")]
+
+
+async def test_a_worker_pod_the_webhook_did_not_rank_is_reported_once() -> None:
+    world = World(indexed_job(3))
+    add_dependencies(world)
+    given_worker_job(world)
+    given_pod(world, 0, "Running")
+    given_pod(world, 1, "Running", ranked=False)
+    given_pod(world, 2, "Pending", ranked=False)
+    world.add_launcher(suspend=False)
+    await world.sync()
+    assert [e for e in world.cluster.events if e.reason == "WorkerWithoutReplicaIndex"] == [Event(
+        "Warning", "WorkerWithoutReplicaIndex", "2/3 worker pods have no training.kubeflow.org/replica-index label "
+        "(the webhook's pod mutation was not called), first test-worker-1-abcde: Kueue's topology-aware scheduling "
+        "places them without their rank order")]
+    world.cluster.events.clear()
+    world.cluster.catch_up()
+    await world.sync()
+    assert [e for e in world.cluster.events if e.reason == "WorkerWithoutReplicaIndex"] == []
 
 
 # ---- the failurePolicy (v2) through the worker Job

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from reconciler.mpijob.builders.job_facts import is_suspended, run_policy_of, worker_replicas
-from reconciler.mpijob.builders.worker_job import worker_job_name
 from reconciler.mpijob.caches import Caches
 from reconciler.mpijob.cluster import Cluster, record_events
 from reconciler.mpijob.policy_decisions import current_attempt, failure_policy_of, with_attempt
@@ -24,7 +23,7 @@ from reconciler.settings import Settings
 from shared.api import MPIJob, names
 from shared.api import constants as c
 from shared.api.v2types import FailurePolicy
-from shared.api.worker_backend import WORKER_BACKEND_INDEXED_JOB, WORKER_BACKEND_PODS
+from shared.api.worker_backend import WORKER_BACKEND_INDEXED_JOB, WORKER_BACKEND_PODS, worker_job_name
 from shared.jsondict import JSONDict
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from reconciler.mpijob.builders.worker_job import worker_job_name
 from reconciler.mpijob.caches import Caches
 from reconciler.runtime.metadata import is_controlled_by, meta
 from shared.api import constants as c
@@ -22,6 +21,7 @@ from shared.api.worker_backend import (
     WORKER_BACKEND_INDEXED_JOB,
     WORKER_BACKEND_PODS,
     worker_backend_of,
+    worker_job_name,
 )
 from shared.jsondict import JSONDict
 

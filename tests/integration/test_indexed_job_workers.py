@@ -25,6 +25,7 @@ JSON = dict[str, Any]
 HANG = {"test.mpijob/outcome": "hang"}
 BACKEND = "mpijobs.kubeflow.org/worker-backend"
 INDEX = "batch.kubernetes.io/job-completion-index"
+RANK = "training.kubeflow.org/replica-index"
 ATTEMPT = "mpijobs.kubeflow.org/restart-attempt"
 BATCH = "batch/v1"
 
@@ -77,6 +78,7 @@ def test_the_worker_job_its_pods_and_the_config_map_of_eleven_workers(jobs: Jobs
         assert pod["spec"]["subdomain"] == "pi"
         assert pod["metadata"]["name"].startswith(f"pi-worker-{index}-")
         assert [ref["name"] for ref in pod["metadata"]["ownerReferences"]] == ["pi-worker"]
+        assert pod["metadata"]["labels"][RANK] == str(index), "the webhook's pod mutation ranks it"
     discover_hosts(jobs, "pi", list(range(11)))  # worker-10 after worker-2: numeric order
     ready = jobs.wait_condition("pi", "WorkersReady")
     assert ready["message"] == "11/11 workers ready"
@@ -86,6 +88,7 @@ def test_the_worker_job_its_pods_and_the_config_map_of_eleven_workers(jobs: Jobs
     assert status["readyWorkers"] == "11/11"
     assert status["replicaStatuses"]["Launcher"] == {"active": 1}
     indexed_data = jobs.must("configmaps", "pi-config")["data"]
+    assert [e for e in jobs.events("pi") if e["reason"] == "WorkerWithoutReplicaIndex"] == []
 
     # the same job on the Pods backend, under the same name in the same namespace: the same ConfigMap, byte for byte
     jobs.delete("pi")
@@ -234,3 +237,14 @@ def test_the_operator_s_default_moves_no_existing_job(jobs: Jobs, reconciler: Re
     assert {i: p["metadata"]["uid"] for i, p in grown_indexed.items() if i < 2} == {
         i: p["metadata"]["uid"] for i, p in indexed_pods.items()}
     assert [p for p in jobs.workers("indexed") if p["metadata"]["name"] == "indexed-worker-2"] == []
+
+
+def test_under_run_launcher_as_worker_the_ranks_start_at_one(jobs: Jobs) -> None:
+    """The launcher is rank 0: the worker of index i is ranked i + 1 (the template's offset, the webhook's sum), and
+    the hostfile lists the launcher first, as the Pods backend's does."""
+    jobs.create(spec("pi", 2, runLauncherAsWorker=True))
+    pods = running(jobs, "pi", 2)
+    assert {i: p["metadata"]["labels"][RANK] for i, p in pods.items()} == {0: "1", 1: "2"}
+    hostfile = jobs.must("configmaps", "pi-config")["data"]["hostfile"]
+    assert hostfile == "".join(f"{host}.pi.{jobs.ns}.svc slots=1\n" for host in ("pi-launcher", "pi-worker-0",
+                                                                                  "pi-worker-1"))

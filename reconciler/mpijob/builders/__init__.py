@@ -40,13 +40,9 @@ from reconciler.mpijob.builders.secret import (
 )
 from reconciler.mpijob.builders.service import build_service, service_spec_patch
 from reconciler.mpijob.builders.worker import build_worker
-from reconciler.mpijob.builders.worker_job import (
-    build_worker_job,
-    build_worker_job_template,
-    worker_job_name,
-    worker_job_scale_patch,
-)
+from reconciler.mpijob.builders.worker_job import build_worker_job, build_worker_job_template, worker_job_scale_patch
 from shared.api.config_map_size import CONFIG_MAP_MAX_BYTES, config_map_size, config_map_size_errors
+from shared.api.worker_backend import worker_job_name
 
 __all__ = [
     "CONFIG_MAP_MAX_BYTES",

@@ -23,7 +23,7 @@ from reconciler.mpijob.builders.worker import set_up_worker_spec
 from shared.api import constants as c
 from shared.api import names
 from shared.api.types import MPIJob
-from shared.api.worker_backend import REPLICA_INDEX_OFFSET_ANNOTATION, WORKER_JOB_LABEL
+from shared.api.worker_backend import REPLICA_INDEX_OFFSET_ANNOTATION, WORKER_JOB_LABEL, worker_job_name
 from shared.jsondict import JSONDict
 
 INDEXED = "Indexed"
@@ -32,11 +32,6 @@ POD_REPLACEMENT_FAILED = "Failed"  # a replacement starts only once the pod it r
 # workers, the failurePolicy's rules): the Job never fails by its own count of pod failures. The Job controller
 # still spaces out the replacements of a pod that keeps failing (its exponential backoff, at most 6 minutes).
 NEVER_FAILS = 2**31 - 1
-
-
-def worker_job_name(job_name: str) -> str:
-    """``<job>-worker``: the Job whose pods get the hostnames ``<job>-worker-<i>``."""
-    return job_name + c.WORKER_SUFFIX
 
 
 def build_worker_job_template(job: MPIJob, gang: GangScheduling | None = None, *, cluster_domain: str = "") -> JSONDict:
@@ -67,7 +62,7 @@ def build_worker_job(job: MPIJob, gang: GangScheduling | None = None, *, cluster
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": object_meta(job, worker_job_name(job.name), app_labels(job)),
+        "metadata": object_meta(job, worker_job_name(job.name), app_labels(job)),  # its pods' hostnames: <name>-<i>
         "spec": {
             "completionMode": INDEXED,
             "completions": replicas,

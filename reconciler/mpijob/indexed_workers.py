@@ -6,7 +6,8 @@ MPIJob runs, patches its size, and deletes it (or suspends it) as the Pods backe
 deleted keeps its name until its pods are gone (foreground deletion, for a suspension or a restart): the next
 Job, with the same name and so the same hostnames, is made by the sync its deletion's watch event brings, never
 beside the old pods. Its pods are found in the cache by our labels, controlled by the worker Job; each index's
-pod is the one the hostname ``<job>-worker-<i>`` stands for: the newest of those not being deleted.
+pod is the one the hostname ``<job>-worker-<i>`` stands for: an evicted one (it ends the job, as upstream's evicted
+workers do, replaced or not), else the newest of those not being deleted.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from shared.jsondict import JSONDict
 logger = logging.getLogger("reconciler")
 FOREGROUND, BACKGROUND = "Foreground", "Background"
 REASON_UNRANKED = "WorkerWithoutReplicaIndex"
+EVICTED = "Evicted"  # the kubelet's reason on a pod it evicted
 
 
 def worker_job(ctx: JobContext) -> JSONDict | None:
@@ -60,10 +62,12 @@ def job_pods(ctx: JobContext, job: JSONDict | None = None) -> list[JSONDict]:
     return [p for p in ctx.shared.caches.pods.select(ctx.namespace, selector) if is_controlled_by(p, uid)]
 
 
-def _preference(pod: JSONDict) -> tuple[bool, str, str]:
-    """Which of two pods of one index stands for it: the one not being deleted, then the newest."""
+def _preference(pod: JSONDict) -> tuple[bool, bool, str, str]:
+    """Which of two pods of one index stands for it: an evicted one (an evicted worker ends the job, as upstream's,
+    whether or not the Job controller has replaced it yet), then the one not being deleted, then the newest."""
     metadata = meta(pod)
-    return (not metadata.get("deletionTimestamp"), str(metadata.get("creationTimestamp") or ""),
+    evicted = phase(pod) == "Failed" and (pod.get("status") or {}).get("reason") == EVICTED
+    return (evicted, not metadata.get("deletionTimestamp"), str(metadata.get("creationTimestamp") or ""),
             str(metadata.get("name", "")))
 
 

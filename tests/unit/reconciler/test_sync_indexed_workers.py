@@ -128,6 +128,23 @@ async def test_each_index_is_its_newest_pod_not_being_deleted_and_hosts_are_list
     assert [a for a in world.cluster.actions if a[1] in ("jobs", "pods")] == [], "nothing to create or patch"
 
 
+async def test_an_evicted_worker_ends_the_job_even_once_replaced() -> None:
+    """As upstream's evicted workers do (v2beta1): the Job controller's replacement does not hide the eviction."""
+    world = World(indexed_job(2))
+    add_dependencies(world)
+    given_worker_job(world)
+    given_pod(world, 0, "Running")
+    evicted = given_pod(world, 1, "Failed")
+    evicted["status"].update(reason="Evicted", message="The node was low on resource: memory.")
+    world.cluster.given(PODS, evicted)
+    given_pod(world, 1, "Running", suffix="fghij", created=T)  # its replacement
+    world.add_launcher(suspend=False, pods=[{"phase": "Running"}])
+    await world.sync()
+    status = world.cluster.status_written()
+    assert condition("Failed", "True", "MPIJobEvicted", "1/2 workers are evicted") in status["conditions"]
+    assert status["replicaStatuses"]["Worker"] == {"active": 1, "failed": 1}
+
+
 async def test_the_pods_not_made_yet_are_pending() -> None:
     world = World(indexed_job(3))
     add_dependencies(world)

@@ -182,6 +182,19 @@ def test_a_finished_job_cleans_its_workers_up_through_the_job(jobs: Jobs, policy
         assert worker_job(jobs, "pi") is not None, "the Job (and the history of its pods) is kept"
 
 
+def test_an_evicted_worker_ends_the_job_though_the_job_controller_replaces_it(jobs: Jobs) -> None:
+    jobs.create(spec("pi", 2))
+    pods = running(jobs, "pi", 2)
+    jobs.cluster.rest.request("PATCH", jobs.path("pods", pods[1]["metadata"]["name"]) + "/status", {"status": {
+        "phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory."}},
+        content_type="application/merge-patch+json")
+    failed = jobs.wait_condition("pi", "Failed", timeout=60)
+    assert (failed["reason"], failed["message"]) == ("MPIJobEvicted", "1/2 workers are evicted")
+    until(lambda: (worker_job(jobs, "pi") or {}).get("spec", {}).get("suspend") is True, timeout=60,
+          what="the worker Job suspended (cleanPodPolicy Running)")
+    jobs.wait_workers("pi", 1, "Failed", timeout=60)  # the evicted pod stays, for its history
+
+
 def test_a_restart_job_rule_makes_the_worker_job_anew(jobs: Jobs) -> None:
     """A worker disrupted (Failed with DisruptionTarget, as the kubelet leaves an evicted pod) restarts the job: the
     worker Job is deleted and made again under its name with the next attempt's label, same hostnames."""

@@ -90,7 +90,8 @@ class Registered:
 
 def shipped_subset(process: OperatorWebhook, which: str, namespace: str) -> list[dict[str, Any]]:
     """The shipped configurations (``which``: mutating, validating or both), renamed and narrowed to one
-    namespace; failurePolicy, timeoutSeconds and rules exactly as shipped."""
+    namespace and to the MPIJob webhooks (not the IndexedJob backend's pod webhook); failurePolicy, timeoutSeconds
+    and rules exactly as shipped."""
     suffix = uuid.uuid4().hex[:6]
     configs = []
     for shipped in process.configurations():
@@ -98,6 +99,7 @@ def shipped_subset(process: OperatorWebhook, which: str, namespace: str) -> list
             continue
         config = copy.deepcopy(shipped)
         config["metadata"]["name"] = f"mpijob-webhook-faults-{suffix}"
+        config["webhooks"] = [h for h in config["webhooks"] if any("mpijobs" in r["resources"] for r in h["rules"])]
         for hook in config["webhooks"]:
             hook["namespaceSelector"].setdefault("matchExpressions", []).append(
                 {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]})

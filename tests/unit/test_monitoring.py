@@ -276,6 +276,8 @@ def test_every_alert_links_its_runbook_in_the_operator_guide() -> None:
 
 def test_the_fail_open_alert_names_the_mutating_webhook_whose_failure_policy_is_ignore() -> None:
     config = yaml.safe_load((ROOT / "deploy" / "webhook" / "mutating-webhook-configuration.yaml").read_text())
-    (webhook,) = config["webhooks"]
+    # the MPIJob defaulter; the IndexedJob backend's pod webhook (also Ignore) admits no MPIJob
+    webhook, pods = config["webhooks"]
+    assert pods["rules"][0]["resources"] == ["pods"]
     assert webhook["failurePolicy"] == "Ignore"
     assert f'{{name="{webhook["name"]}"}}' in alerts()["MPIJobWebhookFailOpen"]

@@ -261,3 +261,23 @@ def test_under_run_launcher_as_worker_the_ranks_start_at_one(jobs: Jobs) -> None
     hostfile = jobs.must("configmaps", "pi-config")["data"]["hostfile"]
     assert hostfile == "".join(f"{host}.pi.{jobs.ns}.svc slots=1\n" for host in ("pi-launcher", "pi-worker-0",
                                                                                   "pi-worker-1"))
+
+
+def test_a_native_gang_holds_the_worker_job_s_pods_and_the_launcher(jobs: Jobs, reconciler: ReconcilerControl) -> None:
+    """With --gang-scheduling=kube-scheduler the worker template names the job's PodGroup (per job, not per index),
+    so kube-scheduler places the Job controller's pods and the launcher as one gang (minCount = workers + 1)."""
+    native = "scheduling.k8s.io/v1alpha2"
+    reconciler.restart("--gang-scheduling=kube-scheduler")
+    try:
+        jobs.create(spec("pi", 3))
+        pods = running(jobs, "pi", 3)
+        assert {i: p["spec"].get("schedulingGroup") for i, p in pods.items()} == {
+            i: {"podGroupName": "pi"} for i in range(3)}
+        group = until(lambda: jobs.object("podgroups", "pi", native), timeout=30, what="the job's PodGroup")
+        assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+        job = worker_job(jobs, "pi")
+        assert job is not None
+        assert job["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "pi"}
+        jobs.wait_condition("pi", "Running", timeout=60)
+    finally:
+        reconciler.restart()

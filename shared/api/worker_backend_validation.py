@@ -16,7 +16,6 @@ from shared.api import field_errors as fe
 from shared.api import shown
 from shared.api.field_errors import FieldError
 from shared.api.types import MPIJob
-from shared.api.v2_spec_annotation import annotated_failure_policy
 from shared.api.v2types import MPIJobV2
 from shared.api.worker_backend import (
     WORKER_BACKEND_ANNOTATION,
@@ -61,15 +60,15 @@ def worker_backend_errors(job: MPIJob, document: JSONDict, old: JSONDict | None 
         errors.append(fe.invalid(path, shown.field_value(value),
                                  "field is immutable: the worker backend is chosen when the job is created"))
     if value == WORKER_BACKEND_INDEXED_JOB:
-        errors += indexed_job_errors(job, _failure_policy(document, v2))
+        errors += indexed_job_errors(job)
     return errors
 
 
-def indexed_job_errors(job: MPIJob, failure_policy: JSONDict | None) -> list[FieldError]:
-    """What the Job API would refuse in the worker Job made from ``job`` (defaulted) that upstream's MPIJob accepts:
-    a hostname or subdomain (the Job controller and the operator set them), the Job's selector labels, and a worker
-    restartPolicy OnFailure with a ``failure_policy`` rule that matches workers (it becomes the Job's
-    podFailurePolicy, which requires Never). For the reconciler too, with its ``--default-worker-backend``."""
+def indexed_job_errors(job: MPIJob) -> list[FieldError]:
+    """What the worker Job made from ``job`` (defaulted) cannot carry that upstream's MPIJob accepts: a hostname or
+    subdomain (the Job controller and the operator set them) and the Job's selector labels, which the Job API refuses
+    with other values. For the reconciler too, with its ``--default-worker-backend``. (A v2 failurePolicy is not
+    mapped onto the Job's podFailurePolicy, docs/reconciler.md, so a worker restartPolicy OnFailure stays valid.)"""
     worker = job.replica_spec(c.WORKER)
     if worker is None:
         return []
@@ -82,12 +81,7 @@ def indexed_job_errors(job: MPIJob, failure_policy: JSONDict | None) -> list[Fie
     if pod_spec.get("subdomain"):
         errors.append(fe.forbidden(f"{_WORKER}.template.spec.subdomain", "must not be set with the IndexedJob "
                                    "worker backend: the operator sets it to the job's Service, <job>"))
-    errors += _selector_label_errors(job, _dict(_dict(template.get("metadata")).get("labels")))
-    if worker.restart_policy == c.RESTART_ON_FAILURE and _matches_workers(failure_policy):
-        errors.append(fe.invalid(f"{_WORKER}.restartPolicy", worker.restart_policy,
-                                 "must be Never with the IndexedJob worker backend when a failurePolicy rule matches "
-                                 "workers: the rule becomes the worker Job's podFailurePolicy, which requires Never"))
-    return errors
+    return errors + _selector_label_errors(job, _dict(_dict(template.get("metadata")).get("labels")))
 
 
 def _selector_label_errors(job: MPIJob, labels: dict[str, Any]) -> list[FieldError]:
@@ -101,19 +95,6 @@ def _selector_label_errors(job: MPIJob, labels: dict[str, Any]) -> list[FieldErr
                             "sets it to the worker Job's UID, by which it selects its pods")
                for key in _CONTROLLER_UID_LABELS if key in labels]
     return errors
-
-
-def _matches_workers(policy: JSONDict | None) -> bool:
-    """Whether a failurePolicy has a rule for workers (``onReplicaTypes`` unset, or naming Worker)."""
-    rules = policy.get("rules") if policy is not None else None
-    if not isinstance(rules, list):
-        return False
-    types = [rule.get("onReplicaTypes") for rule in rules if isinstance(rule, dict)]
-    return any(t is None or (isinstance(t, list) and c.WORKER in t) for t in types)
-
-
-def _failure_policy(document: JSONDict, v2: bool) -> JSONDict | None:
-    return object_at(document, "spec", "runPolicy", "failurePolicy") if v2 else annotated_failure_policy(document)
 
 
 def indexed_job_warnings(job: MPIJob, document: JSONDict) -> list[str]:

@@ -125,3 +125,26 @@ def test_other_pods_are_untouched(cluster: LocalCluster, webhook: OperatorWebhoo
     created = kubectl(cluster, namespace, "create", "-f", "-", obj=pod("other", labels))
     assert created.returncode == 0, created.stderr
     assert get(cluster, namespace, "pod", "other")["metadata"]["labels"] == labels
+
+
+def test_the_job_controllers_pods_get_their_rank(cluster: LocalCluster, webhook: OperatorWebhook,
+                                                namespace: str) -> None:
+    """An Indexed Job as the IndexedJob backend makes it (the worker-job label and, under runLauncherAsWorker, the
+    offset on its template): each pod the real Job controller creates has the rank index + 1."""
+    template = {"metadata": {"labels": {WORKER_JOB_LABEL: "pi"}, "annotations": {REPLICA_INDEX_OFFSET_ANNOTATION: "1"}},
+                "spec": {"restartPolicy": "Never", "containers": [dict(CONTAINER)]}}
+    worker_job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi-worker"},
+                  "spec": {"completionMode": "Indexed", "completions": 3, "parallelism": 3, "template": template}}
+    created = kubectl(cluster, namespace, "create", "-f", "-", obj=worker_job)
+    assert created.returncode == 0, created.stderr
+
+    def three_pods() -> list[dict[str, Any]] | None:
+        listed = kubectl(cluster, namespace, "get", "pods", "-l", "batch.kubernetes.io/job-name=pi-worker", "-o",
+                         "json")
+        items: list[dict[str, Any]] = json.loads(listed.stdout)["items"] if listed.returncode == 0 else []
+        return items if len(items) == 3 else None
+
+    pods = until(three_pods, timeout=60, what="the Job controller creating 3 pods")
+    ranks = {p["metadata"]["labels"][JOB_COMPLETION_INDEX]: p["metadata"]["labels"].get(RANK) for p in pods}
+    assert ranks == {"0": "1", "1": "2", "2": "3"}
+    assert sorted(p["spec"]["hostname"] for p in pods) == ["pi-worker-0", "pi-worker-1", "pi-worker-2"]

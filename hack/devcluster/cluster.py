@@ -48,15 +48,21 @@ class LocalCluster:
     def __init__(self, work_dir: Path | None = None, *, nodes: int | NodePool = 3, gpus_per_node: int = 0,
                  gpu_nodes: int | None = None, crds: Sequence[Path] = (), apiserver_flags: Sequence[str] = (),
                  controller_manager_flags: Sequence[str] = (), scheduler_flags: Sequence[str] = (),
+                 feature_gates: Sequence[str] = (), kcm_client_limits: tuple[float, int] = components.KCM_RAISED_LIMITS,
                  bin_dir: Path | None = None, keep_logs: Path | None = None, detach: bool = False,
                  start_timeout: float = START_TIMEOUT, verbose: bool = True) -> None:
         """`work_dir` defaults to a fresh temp dir. `keep_logs` copies the logs there on stop. `detach`
-        (for the CLI) lets the processes outlive this Python process."""
+        (for the CLI) lets the processes outlive this Python process. `feature_gates` (``Name=true``) are added to
+        the control plane's own in kube-apiserver, kube-controller-manager and kube-scheduler alike;
+        `kcm_client_limits` is kube-controller-manager's (QPS, burst): the harness's raised 200/400 unless given
+        (``components.KCM_DEFAULT_LIMITS`` is KCM's own 20/30)."""
         self.pool = nodes if isinstance(nodes, NodePool) else NodePool(count=nodes, gpus_per_node=gpus_per_node,
                                                                        gpu_nodes=gpu_nodes)
         self.crds = [Path(c) for c in crds]
         self.extra = {"apiserver": list(apiserver_flags), "kcm": list(controller_manager_flags),
                       "scheduler": list(scheduler_flags)}
+        self.feature_gates = components.feature_gates_flag(tuple(feature_gates))
+        self.kcm_client_limits = kcm_client_limits
         self._given_dir = work_dir
         self._work_dir: Path | None = None
         self._bin_dir = bin_dir
@@ -183,16 +189,17 @@ class LocalCluster:
             etcd, f"http://127.0.0.1:{ports.etcd}/health", self.start_timeout,
             healthy=lambda status, body: status == 200 and '"true"' in body))
         api = self._spawn("kube-apiserver", components.apiserver_argv(
-            bin_dir / "kube-apiserver", pki, ports, self.extra["apiserver"]))
+            bin_dir / "kube-apiserver", pki, ports, self.extra["apiserver"], feature_gates=self.feature_gates))
         self._timed("kube-apiserver", lambda: processes.wait_healthy(
             api, f"{self.server}/readyz", self.start_timeout,
             context=client_context(pki.ca_cert, pki.admin_cert, pki.admin_key)))
         self._timed("crds", self._install_crds)
         kcm = self._spawn("kube-controller-manager", components.controller_manager_argv(
-            bin_dir / "kube-controller-manager", self.kubeconfig, pki, ports, self.extra["kcm"]))
+            bin_dir / "kube-controller-manager", self.kubeconfig, pki, ports, self.extra["kcm"],
+            client_limits=self.kcm_client_limits, feature_gates=self.feature_gates))
         sched_config = components.write_scheduler_config(d / "scheduler.yaml", self.kubeconfig)
         sched = self._spawn("kube-scheduler", components.scheduler_argv(
-            bin_dir / "kube-scheduler", sched_config, ports, self.extra["scheduler"]))
+            bin_dir / "kube-scheduler", sched_config, ports, self.extra["scheduler"], feature_gates=self.feature_gates))
         kwok_config = kwok.write_config(d / "kwok.yaml")
         self._spawn("kwok", kwok.argv(bin_dir / "kwok", self.kubeconfig, kwok_config),
                     env=kwok.environment(d / "kwok-home"))

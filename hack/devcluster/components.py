@@ -72,20 +72,31 @@ def advertise_flags() -> list[str]:
 # PodGroup protection finalizer) and the scheduler, so that --gang-scheduling=kube-scheduler can be tried.
 FEATURE_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true"
 NATIVE_GANG_API = "--runtime-config=scheduling.k8s.io/v1alpha2=true"
+# kube-controller-manager's client limits: the harness raises them so that the Job controller is not the bottleneck of
+# a benchmark; KCM's own defaults (20 QPS, burst 30) are what a cluster has unless its admin raised them.
+KCM_RAISED_LIMITS = (200.0, 400)
+KCM_DEFAULT_LIMITS = (20.0, 30)
+
+
+def feature_gates_flag(extra: tuple[str, ...] = ()) -> str:
+    """The control plane's --feature-gates, plus ``extra`` gates (``Name=true``) for one cluster that opts in."""
+    return ",".join([FEATURE_GATES, *extra])
 
 
 def _flag_name(arg: str) -> str:
     return arg.split("=", 1)[0]
 
 
-def apiserver_argv(binary: Path, pki: Pki, ports: Ports, extra: list[str]) -> list[str]:
+def apiserver_argv(binary: Path, pki: Pki, ports: Ports, extra: list[str], *,
+                   feature_gates: str = FEATURE_GATES) -> list[str]:
     """envtest's flags plus an explicit serving pair; a flag in `extra` replaces the default of the same
     name (list flags such as --authorization-mode would otherwise accumulate), the rest comes last."""
     replaced = {_flag_name(a) for a in extra if a.startswith("--")}
-    return [a for a in _default_apiserver_argv(binary, pki, ports) if _flag_name(a) not in replaced] + list(extra)
+    return [a for a in _default_apiserver_argv(binary, pki, ports, feature_gates)
+            if _flag_name(a) not in replaced] + list(extra)
 
 
-def _default_apiserver_argv(binary: Path, pki: Pki, ports: Ports) -> list[str]:
+def _default_apiserver_argv(binary: Path, pki: Pki, ports: Ports, feature_gates: str = FEATURE_GATES) -> list[str]:
     return [str(binary), f"--etcd-servers=http://127.0.0.1:{ports.etcd}",
             "--bind-address=127.0.0.1", f"--secure-port={ports.apiserver}", f"--cert-dir={pki.dir}",
             f"--tls-cert-file={pki.serving_cert}", f"--tls-private-key-file={pki.serving_key}",
@@ -94,18 +105,21 @@ def _default_apiserver_argv(binary: Path, pki: Pki, ports: Ports) -> list[str]:
             f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC", "--allow-privileged=true",
             "--disable-admission-plugins=ServiceAccount", "--enable-priority-and-fairness=true",
-            "--profiling=false", FEATURE_GATES, NATIVE_GANG_API, "--v=1", *advertise_flags()]
+            "--profiling=false", feature_gates, NATIVE_GANG_API, "--v=1", *advertise_flags()]
 
 
-def controller_manager_argv(binary: Path, kubeconfig: Path, pki: Pki, ports: Ports, extra: list[str]) -> list[str]:
-    """Every default controller (job, garbage collector, ttl-after-finished, node lifecycle, ...), with
-    client limits high enough that the Job controller is not the bottleneck of a benchmark."""
+def controller_manager_argv(binary: Path, kubeconfig: Path, pki: Pki, ports: Ports, extra: list[str], *,
+                            client_limits: tuple[float, int] = KCM_RAISED_LIMITS,
+                            feature_gates: str = FEATURE_GATES) -> list[str]:
+    """Every default controller (job, garbage collector, ttl-after-finished, node lifecycle, ...), with client
+    limits (QPS, burst) high enough by default that the Job controller is not the bottleneck of a benchmark."""
+    qps, burst = client_limits
     return [str(binary), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
             "--bind-address=127.0.0.1", f"--secure-port={ports.controller_manager}",
             "--controllers=*", "--node-monitor-period=5s", "--node-monitor-grace-period=40s",
-            "--kube-api-qps=200", "--kube-api-burst=400",
+            f"--kube-api-qps={qps:g}", f"--kube-api-burst={burst}",
             f"--root-ca-file={pki.ca_cert}", f"--service-account-private-key-file={pki.sa_key}",
-            FEATURE_GATES, "--v=1", *extra]
+            feature_gates, "--v=1", *extra]
 
 
 SCHEDULER_CONFIG = """\
@@ -120,11 +134,12 @@ leaderElection:
 """
 
 
-def scheduler_argv(binary: Path, config: Path, ports: Ports, extra: list[str]) -> list[str]:
+def scheduler_argv(binary: Path, config: Path, ports: Ports, extra: list[str], *,
+                   feature_gates: str = FEATURE_GATES) -> list[str]:
     """The scheduler reads its client settings from a KubeSchedulerConfiguration file: its
     --kube-api-qps/--kube-api-burst flags are deprecated (and ignored once --config is given)."""
     return [str(binary), f"--config={config}", "--bind-address=127.0.0.1",
-            f"--secure-port={ports.scheduler}", FEATURE_GATES, "--v=1", *extra]
+            f"--secure-port={ports.scheduler}", feature_gates, "--v=1", *extra]
 
 
 def write_scheduler_config(path: Path, kubeconfig: Path) -> Path:

@@ -17,21 +17,36 @@ from hack.bench import doc as benchdoc
 from hack.bench import scale
 from hack.bench.apiload import ApiLoad
 from hack.bench.peer.measure import create_namespace, warm_up
-from hack.bench.peer.operators import RAISED_LIMITS, GoOperator, Operator, OurOperator
-from hack.bench.scale.audit import audit_flags
+from hack.bench.peer.operators import RAISED_LIMITS, GoOperator, Operator, OurOperator, Setting
+from hack.bench.scale.audit import KCM_AGENT, OPERATOR_AGENT, audit_flags
 from hack.bench.scale.plots import plot_per_pod
 from hack.bench.scale.scenarios import floor_run, long_names, operator_run, overflow_run
 from hack.devcluster import LocalCluster, NodePool
+from hack.devcluster.components import KCM_DEFAULT_LIMITS, KCM_RAISED_LIMITS
 from hack.devcluster.operators import PEER_LOCK_NAMESPACE as LOCK_NAMESPACE
 from hack.devcluster.operators import REPO_ROOT, OperatorWebhook, build_peer
 
 CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 RESULTS = benchdoc.RESULTS / "scale.json"
+BACKENDS_RESULTS = benchdoc.RESULTS / "scale-backends.json"  # --compare-backends
 PLOT = REPO_ROOT / "docs" / "img" / "scale-per-pod.png"
 PODS_PER_NODE = 1000
 CPU_METHOD = ("utime+stime of /proc/<pid>/stat (every thread of the process) from the first MPIJob POST until "
               "every pod is Running and the operator idle again (under 0.05 CPU-s in 1 s)")
-KINDS = ("go", "ours", "floor")
+KINDS = ("go", "ours", "floor", "ours-indexed")
+DEFAULT_KINDS = ("go", "ours", "floor")
+# ours with every job's workers the pods of one Indexed Job, made by kube-controller-manager's Job controller
+INDEXED_SETTING = Setting("raised", (*RAISED_LIMITS.flags, "--default-worker-backend=IndexedJob"))
+KCM_LIMITS = {"default": KCM_DEFAULT_LIMITS, "raised": KCM_RAISED_LIMITS}
+
+
+def worker_creator(kind: str) -> str:
+    """The user agent (prefix) of whoever creates the workers: the Job controller's for ours-indexed."""
+    return KCM_AGENT if kind == "ours-indexed" else OPERATOR_AGENT
+
+
+def results_path(args: argparse.Namespace) -> Path:
+    return BACKENDS_RESULTS if args.compare_backends else RESULTS
 
 
 def say(text: str) -> None:
@@ -71,25 +86,30 @@ class Session:
     """One control plane, the load generator's client and the results file, for every run of the benchmark."""
 
     def __init__(self, args: argparse.Namespace, results: dict[str, Any], cluster: LocalCluster, tmp: Path,
-                 audit_log: Path, load: ApiLoad, binary: Path | None) -> None:
+                 audit_log: Path, load: ApiLoad, binary: Path | None, kcm_limits: str = "raised") -> None:
         self.args, self.results, self.cluster, self.tmp = args, results, cluster, tmp
         self.audit_log, self.load, self.binary = audit_log, load, binary
+        self.kcm_limits = kcm_limits
 
     def operator(self, kind: str, tag: str) -> Operator:
         if kind == "go":
             assert self.binary is not None
             return GoOperator(self.binary, self.cluster, self.tmp, RAISED_LIMITS, tag)
+        if kind == "ours-indexed":
+            return OurOperator(self.cluster, self.tmp, INDEXED_SETTING, f"indexed-{tag}")
         return OurOperator(self.cluster, self.tmp, RAISED_LIMITS, tag)
 
     def keep(self, run: dict[str, Any], **about: Any) -> None:
         run.update(about)
+        if self.args.compare_backends:
+            run["kcm_limits"] = self.kcm_limits
         self.results["runs"].append(run)
         say(describe(about["operator"], about["scenario"], run))
         if not self.args.no_docs:  # kept as it goes: a run cut short keeps what it measured
-            benchdoc.write_json(RESULTS, self.results, places=3)
+            benchdoc.write_json(results_path(self.args), self.results, places=3)
 
     async def run(self, kind: str, name: str, jobs: int, workers: int, round_: int) -> None:
-        tag = f"{name}-{workers}-r{round_}"
+        tag = f"{name}-{workers}-{self.kcm_limits}-r{round_}"
         namespace = f"{name}-{workers}-{kind}-r{round_}"
         if kind == "floor":
             if name != "overflow":
@@ -103,7 +123,8 @@ class Session:
         operator.start()
         try:
             await warm_up(self.load, f"warm-{kind}-{tag}", operator.pid, operator.alive, 120)
-            run = await operator_run(self.load, operator, self.audit_log, namespace, jobs, workers, self.args.limit)
+            run = await operator_run(self.load, operator, self.audit_log, namespace, jobs, workers, self.args.limit,
+                                     creator=worker_creator(kind))
         finally:
             operator.stop()
         self.keep(run, operator=kind, scenario=name, round=round_)
@@ -138,21 +159,31 @@ def measure(args: argparse.Namespace, results: dict[str, Any]) -> None:
     kinds = [k for k in args.operators.split(",") if k]
     if unknown := set(kinds) - set(KINDS):
         raise SystemExit(f"--operators: unknown {sorted(unknown)}; choose from {', '.join(KINDS)}")
+    limits = [k for k in args.kcm_limits.split(",") if k]
+    if unknown := set(limits) - set(KCM_LIMITS):
+        raise SystemExit(f"--kcm-limits: unknown {sorted(unknown)}; choose from {', '.join(KCM_LIMITS)}")
     binary = build_peer(args.peer_version) if "go" in kinds else None
     scenarios = scenarios_of(args)
     largest = max(jobs * (workers + 1) for _, jobs, workers in scenarios)  # the Go operator creates the overflow's pods
     nodes = math.ceil(largest / PODS_PER_NODE) + 1
     results["nodes"] = f"{nodes} kwok nodes of {PODS_PER_NODE} pods"
+    for kcm_limits in limits:  # a control plane each, one after the other
+        on_one_control_plane(args, results, kinds, scenarios, nodes, binary, kcm_limits)
+
+
+def on_one_control_plane(args: argparse.Namespace, results: dict[str, Any], kinds: list[str],
+                         scenarios: list[tuple[str, int, int]], nodes: int, binary: Path | None,
+                         kcm_limits: str) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp_name:
         tmp = Path(tmp_name)
         flags, audit_log = audit_flags(tmp / "audit")
         with LocalCluster(nodes=NodePool(count=nodes, pods=str(PODS_PER_NODE)), crds=[CRD], apiserver_flags=flags,
-                          verbose=False) as cluster:
+                          kcm_client_limits=KCM_LIMITS[kcm_limits], verbose=False) as cluster:
 
             async def everything() -> None:
                 async with ApiLoad(cluster.server, cluster.ca_file, cluster.admin_cert, cluster.admin_key) as load:
                     await create_namespace(load, LOCK_NAMESPACE)
-                    session = Session(args, results, cluster, tmp, audit_log, load, binary)
+                    session = Session(args, results, cluster, tmp, audit_log, load, binary, kcm_limits)
                     for round_ in range(args.rounds):
                         for name, jobs, workers in scenarios:
                             for kind in kinds if round_ % 2 == 0 else kinds[::-1]:
@@ -163,7 +194,8 @@ def measure(args: argparse.Namespace, results: dict[str, Any]) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=scale.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--operators", default=",".join(KINDS), help="of go, ours, floor (the raw client)")
+    parser.add_argument("--operators", default=",".join(DEFAULT_KINDS),
+                        help="of go, ours, floor (the raw client), ours-indexed (ours, the IndexedJob worker backend)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--scenarios", default="one,many,overflow",
                         help="one (one job of each --workers), many (--jobs jobs), overflow (a job too large)")
@@ -176,6 +208,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "operator logs the ConfigMap refused)")
     parser.add_argument("--limit", type=float, default=1800.0, help="seconds a scenario may take to be Running")
     parser.add_argument("--peer-version", default="v0.8.2")
+    parser.add_argument("--kcm-limits", default="raised",
+                        help="kube-controller-manager's client limits, a control plane each in turn: default (its "
+                             "own 20 QPS, burst 30), raised (200, 400), or default,raised")
+    parser.add_argument("--compare-backends", action="store_true",
+                        help="the worker backends side by side: results in scale-backends.json, its own summary")
     parser.add_argument("--note", action="append", default=[], help="a note kept in the results file")
     parser.add_argument("--no-docs", action="store_true", help="print only; leave the results file and docs alone")
     return parser.parse_args(argv)
@@ -188,15 +225,31 @@ def main() -> None:
         "commit": benchdoc.current_commit(), "command": " ".join(["python -m hack.bench.scale", *sys.argv[1:]]),
         "rounds": args.rounds, "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
         "operator_flags": " ".join(RAISED_LIMITS.flags), "peer_version": args.peer_version,
-        "control_plane": "kube-scheduler and kube-controller-manager with raised client limits (200 QPS, 400 burst)",
-        "cpu_method": CPU_METHOD, "notes": args.note, "runs": []}
+        "control_plane": control_plane(args), "cpu_method": CPU_METHOD, "notes": args.note, "runs": []}
+    if args.compare_backends:
+        results["benchmark"] = "scale-backends"
+        results["load_average"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     measure(args, results)
     if args.no_docs:
         return
-    benchdoc.write_json(RESULTS, results, places=3)
-    plot_per_pod(results, PLOT)
+    path = results_path(args)
+    if args.compare_backends:
+        results["load_average_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    benchdoc.write_json(path, results, places=3)
+    if not args.compare_backends:
+        plot_per_pod(results, PLOT)
     benchdoc.rewrite()
-    say(f"wrote {RESULTS.relative_to(REPO_ROOT)}, {PLOT.relative_to(REPO_ROOT)} and the summary of docs/benchmarks.md")
+    say(f"wrote {path.relative_to(REPO_ROOT)}, the summary of docs/benchmarks.md"
+        + ("" if args.compare_backends else f" and {PLOT.relative_to(REPO_ROOT)}"))
+
+
+def control_plane(args: argparse.Namespace) -> str:
+    limits = [k for k in args.kcm_limits.split(",") if k]
+    if limits == ["raised"]:
+        return "kube-scheduler and kube-controller-manager with raised client limits (200 QPS, 400 burst)"
+    shown = {"default": "its defaults (20 QPS, 30 burst)", "raised": "raised (200 QPS, 400 burst)"}
+    return ("kube-scheduler with raised client limits (200 QPS, 400 burst); kube-controller-manager's: "
+            + ", then ".join(shown[k] for k in limits) + " (a control plane each)")
 
 
 if __name__ == "__main__":

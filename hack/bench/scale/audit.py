@@ -13,6 +13,7 @@ import orjson
 from hack.devcluster.audit import audit_events, resource_of
 
 OPERATOR_AGENT = "mpi-operator"  # both operators' user agents start so
+KCM_AGENT = "kube-controller-manager/"  # its Job controller's, which creates the workers of the IndexedJob backend
 
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy

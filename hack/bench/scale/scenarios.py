@@ -110,9 +110,11 @@ async def all_running_at(load: ApiLoad, audit_log: Path, offset: int, namespace:
 
 
 async def operator_run(load: ApiLoad, operator: Operator, audit_log: Path, namespace: str, jobs: int, workers: int,
-                       limit: float) -> dict[str, Any]:
+                       limit: float, creator: str = OPERATOR_AGENT) -> dict[str, Any]:
     """``jobs`` MPIJobs of ``workers`` workers POSTed at once (32 requests in flight) into ``namespace``, measured
-    until every pod is Running and the operator idle; see hack/bench/scale/__init__.py for what is measured."""
+    until every pod is Running and the operator idle; see hack/bench/scale/__init__.py for what is measured. The
+    pod creates counted are those of ``creator`` (a user agent prefix): the operator's, or kube-controller-manager's
+    when its Job controller makes the workers (the IndexedJob backend), whose requests are then kept too."""
     offset = await fresh_namespace(load, audit_log, namespace)
     pid = operator.pid
     before = ProcessSample.of(pid)
@@ -137,8 +139,7 @@ async def operator_run(load: ApiLoad, operator: Operator, audit_log: Path, names
             raise RuntimeError(f"the operator (pid {pid}) exited")
         peak_rss = max(peak_rss, ProcessSample.of(pid).rss_kb)
 
-    running_at = await all_running_at(load, audit_log, offset, namespace, expected, OPERATOR_AGENT, limit,
-                                      sample)
+    running_at = await all_running_at(load, audit_log, offset, namespace, expected, creator, limit, sample)
     idle_since = ProcessSample.of(pid).cpu_seconds
     for _ in range(60):  # until the operator is idle again: the status writes and settled ConfigMaps included
         await asyncio.sleep(1)
@@ -150,19 +151,23 @@ async def operator_run(load: ApiLoad, operator: Operator, audit_log: Path, names
     after = ProcessSample.of(pid)
     await asyncio.sleep(2)  # the audit log's last batch
     audit = from_audit(audit_log, offset, {namespace})
+    made = audit if creator == OPERATOR_AGENT else from_audit(audit_log, offset, {namespace}, creator)
     workers_found = await count_pods(load, namespace, WORKER)
     slices, endpoints = await endpoint_slices(load, namespace)
     cpu = after.cpu_seconds - before.cpu_seconds
     first = audit["first_post"] if audit["first_post"] != math.inf else began
     result = {
         "jobs": jobs, "workers": workers, "pods": expected, "workers_found": workers_found,
-        "all_created": audit["last_create"] - first, "all_running": running_at - first,
-        "created": audit["created"], "already_exists": audit["already_exists"], "create_codes": audit["create_codes"],
+        "all_created": made["last_create"] - first, "all_running": running_at - first,
+        "created": made["created"], "already_exists": made["already_exists"], "create_codes": made["create_codes"],
         "requests": audit["requests"], "configmap_writes": audit["configmap_writes"],
         "configmap_bytes": audit["configmap_bytes"], "cpu": cpu, "cpu_per_1000_pods": cpu * 1000 / expected,
         "peak_rss_kb": max(peak_rss, after.rss_kb), "rss_kb": after.rss_kb, "hwm_kb": after.peak_rss_kb,
         "endpoint_slices": slices, "endpoints": endpoints,
     }
+    if made is not audit:
+        result.update(worker_creator=creator, creator_requests=made["requests"],
+                      operator_pod_creates=audit["created"])
     await delete_namespace(load, namespace, limit=1800)
     return result
 

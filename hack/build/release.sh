@@ -153,7 +153,9 @@ for component in webhook reconciler; do
   buildah manifest create "$list" >/dev/null
   for a in "${arches[@]}"; do
     container="$(buildah from --quiet --pull=never --arch "$a" "docker-archive:${archive[$component/$a]}")"
-    buildah config --label "org.opencontainers.image.version=$VERSION" \
+    # --arch: the platform the index will list, whatever the base image's config said (image_archive.py writes
+    # amd64 for the host's, so that an arm64 host's images say arm64 only from here on)
+    buildah config --arch "$a" --os linux --label "org.opencontainers.image.version=$VERSION" \
       --label "org.opencontainers.image.revision=$revision" \
       --label "org.opencontainers.image.title=mpijob-$component" "$container" >&2
     buildah commit --quiet --rm "$container" "$list-$a" >/dev/null
@@ -165,6 +167,8 @@ for component in webhook reconciler; do
   buildah manifest rm "$list" >/dev/null
   for a in "${arches[@]}"; do buildah rmi "$list-$a" >/dev/null; done
   digest[$component]="$(cat "$work/$component.digest")"
+  [[ "${digest[$component]}" == sha256:* ]] || {
+    echo "buildah manifest push wrote no digest for ${ref[$component]} (is the registry there?)" >&2; exit 1; }
   skopeo inspect --raw "${tls[@]}" "docker://${ref[$component]%:*}@${digest[$component]}" >"$work/$component.index"
   (cd "$ROOT" && python3 -m hack.build.oci_index --expect "$expect" <"$work/$component.index") \
     >"$work/$component.platforms"

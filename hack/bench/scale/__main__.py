@@ -108,7 +108,9 @@ class Session:
         if not self.args.no_docs:  # kept as it goes: a run cut short keeps what it measured
             benchdoc.write_json(results_path(self.args), self.results, places=3)
 
-    async def run(self, kind: str, name: str, jobs: int, workers: int, round_: int) -> None:
+    async def run(self, kind: str, name: str, jobs: int, workers: int, round_: int, last: bool = False) -> None:
+        """One run; ``last`` (the last on this control plane, which is stopped next) leaves its namespace in place
+        under --compare-backends: 10,000 pods of an Indexed Job take the Job controller minutes to let go."""
         tag = f"{name}-{workers}-{self.kcm_limits}-r{round_}"
         namespace = f"{name}-{workers}-{kind}-r{round_}"
         if kind == "floor":
@@ -124,7 +126,8 @@ class Session:
         try:
             await warm_up(self.load, f"warm-{kind}-{tag}", operator.pid, operator.alive, 120)
             run = await operator_run(self.load, operator, self.audit_log, namespace, jobs, workers, self.args.limit,
-                                     creator=worker_creator(kind))
+                                     creator=worker_creator(kind), hang_workers=self.args.compare_backends,
+                                     clean_up=not (last and self.args.compare_backends))
         finally:
             operator.stop()
         self.keep(run, operator=kind, scenario=name, round=round_)
@@ -184,10 +187,11 @@ def on_one_control_plane(args: argparse.Namespace, results: dict[str, Any], kind
                 async with ApiLoad(cluster.server, cluster.ca_file, cluster.admin_cert, cluster.admin_key) as load:
                     await create_namespace(load, LOCK_NAMESPACE)
                     session = Session(args, results, cluster, tmp, audit_log, load, binary, kcm_limits)
-                    for round_ in range(args.rounds):
-                        for name, jobs, workers in scenarios:
-                            for kind in kinds if round_ % 2 == 0 else kinds[::-1]:
-                                await session.run(kind, name, jobs, workers, round_)
+                    runs = [(kind, name, jobs, workers, round_) for round_ in range(args.rounds)
+                            for name, jobs, workers in scenarios
+                            for kind in (kinds if round_ % 2 == 0 else kinds[::-1])]
+                    for index, run in enumerate(runs):
+                        await session.run(*run, last=index == len(runs) - 1)
 
             asyncio.run(everything())
 

@@ -110,11 +110,14 @@ async def all_running_at(load: ApiLoad, audit_log: Path, offset: int, namespace:
 
 
 async def operator_run(load: ApiLoad, operator: Operator, audit_log: Path, namespace: str, jobs: int, workers: int,
-                       limit: float, creator: str = OPERATOR_AGENT) -> dict[str, Any]:
+                       limit: float, creator: str = OPERATOR_AGENT, hang_workers: bool = False,
+                       clean_up: bool = True) -> dict[str, Any]:
     """``jobs`` MPIJobs of ``workers`` workers POSTed at once (32 requests in flight) into ``namespace``, measured
     until every pod is Running and the operator idle; see hack/bench/scale/__init__.py for what is measured. The
     pod creates counted are those of ``creator`` (a user agent prefix): the operator's, or kube-controller-manager's
-    when its Job controller makes the workers (the IndexedJob backend), whose requests are then kept too."""
+    when its Job controller makes the workers (the IndexedJob backend), whose requests are then kept too. With
+    ``hang_workers`` the workers carry ``HANG`` too: kwok completes every pod a Job owns unless told otherwise.
+    Without ``clean_up`` the namespace stays (the last run on a control plane about to be stopped)."""
     offset = await fresh_namespace(load, audit_log, namespace)
     pid = operator.pid
     before = ProcessSample.of(pid)
@@ -125,7 +128,7 @@ async def operator_run(load: ApiLoad, operator: Operator, audit_log: Path, names
         name = "bench" if jobs == 1 else f"j{index:04d}"
         async with gate:
             status, answer = await load.request("POST", MPIJOBS.format(ns=namespace),
-                                                mpijob(name, workers, launcher_labels=HANG))
+                                                bench_job(name, workers, hang_workers))
         if status != 201:
             raise RuntimeError(f"MPIJob POST: {status} {answer}")
 
@@ -168,8 +171,17 @@ async def operator_run(load: ApiLoad, operator: Operator, audit_log: Path, names
     if made is not audit:
         result.update(worker_creator=creator, creator_requests=made["requests"],
                       operator_pod_creates=audit["created"])
-    await delete_namespace(load, namespace, limit=1800)
+    if clean_up:
+        await delete_namespace(load, namespace, limit=1800)
     return result
+
+
+def bench_job(name: str, workers: int, hang_workers: bool = False) -> dict[str, Any]:
+    """The MPIJob a scenario POSTs: its launcher runs until deleted, and its workers too with ``hang_workers``."""
+    job = mpijob(name, workers, launcher_labels=HANG)
+    if hang_workers:
+        job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"] = {"labels": dict(HANG)}
+    return job
 
 
 def floor_pods(namespace: str, count: int) -> Callable[[int], dict[str, Any]]:

@@ -166,3 +166,73 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
         lines += ["Within each round (medians (min-max) of the rounds' ratios; below 1 is ours cheaper or faster):",
                   "", *(line for line in extra if line), ""]
     return [*lines, *overflow_lines(scale)]
+
+
+# ---- the worker backends side by side (``--compare-backends``: scale-backends.json)
+BACKENDS = {"ours": "Pods (ours creates the workers)", "ours-indexed": "IndexedJob (the Job controller creates them)"}
+KCM_LABELS = {"default": "defaults (20 QPS, burst 30)", "raised": "raised (200 QPS, burst 400)"}
+
+
+def backend_runs(data: dict[str, Any], kind: str, workers: int, limits: str) -> list[Run]:
+    return [r for r in runs_of(data, kind, "one", workers) if r.get("kcm_limits") == limits]
+
+
+def backend_row(data: dict[str, Any], kind: str, workers: int, limits: str) -> str | None:
+    got = backend_runs(data, kind, workers, limits)
+    if not got:
+        return None
+    made_by: list[dict[str, int]] = [r.get("creator_requests") or r["requests"] for r in got]
+    creator_writes = [sum(n for request, n in made.items() if request.split()[0] in WRITE_VERBS) / r["pods"]
+                      for made, r in zip(made_by, got, strict=True)]
+    return (f"| {workers:,} | {KCM_LABELS[limits]} | {BACKENDS[kind]} "
+            f"| {show(stat([r['created'] for r in got]), 0, sep=True)} "
+            f"| {show(stat([r['all_created'] for r in got]), 1)} | {show(stat([r['all_running'] for r in got]), 1)} "
+            f"| {show(stat([r['all_created'] * 1000 / r['pods'] for r in got]), 2)} "
+            f"| {show(stat([float(sum(r['requests'].values())) for r in got]), 0, sep=True)} "
+            f"| {show(stat(creator_writes), 2)} |")
+
+
+def backend_ratio_lines(data: dict[str, Any], sizes: list[int], limits: list[str]) -> list[str]:
+    """IndexedJob over Pods, per size and KCM setting (the medians' ratio)."""
+    lines = []
+    for workers in sizes:
+        for setting in limits:
+            pods, indexed = (backend_runs(data, k, workers, setting) for k in ("ours", "ours-indexed"))
+            if not pods or not indexed:
+                continue
+            def over(key: str, indexed: list[Run] = indexed, pods: list[Run] = pods) -> float:
+                return float(statistics.median(r[key] for r in indexed) / statistics.median(r[key] for r in pods))
+
+            parts = [f"{what} {over(key):.2f}x" for what, key in (("all created", "all_created"),
+                                                                   ("all Running", "all_running"))]
+            lines.append(f"- {workers:,} workers, kube-controller-manager {KCM_LABELS[setting]}: IndexedJob against "
+                         f"Pods: {', '.join(parts)}.")
+    return lines
+
+
+def backends_lines(data: dict[str, Any]) -> list[str]:
+    """The worker backends' trade-off: time from the MPIJob POST to every worker created and Running, per W, per
+    kube-controller-manager client limits, Pods against IndexedJob."""
+    sizes = sorted({r["workers"] for r in data["runs"] if r["scenario"] == "one"})
+    limits = [k for k in KCM_LABELS if any(r.get("kcm_limits") == k for r in data["runs"])]
+    lines = [
+        source_line("`scale-backends.json`, the worker backends side by side (ours, Pods against IndexedJob)", data),
+        f"  Ours `{data['operator_flags']}` in every run; {data['control_plane']}; {data.get('nodes', 'kwok nodes')}; "
+        f"audit log on. Workers created: the pod creates answered 201 of whoever makes them (ours, or "
+        f"kube-controller-manager's Job controller), from the audit log; load average (1, 5, 15 min) "
+        f"{data.get('load_average', '-')} before, {data.get('load_average_after', '-')} after.",
+        *(f"  Note: {note}" for note in data.get("notes", [])),
+        "",
+        "| workers | kube-controller-manager client limits | worker backend | workers created | POST to all created, s "
+        "| to all Running, s | ms per worker to all created | ours' requests | the creator's writes per pod |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for workers in sizes:
+        for setting in limits:
+            for kind in BACKENDS:
+                if (found := backend_row(data, kind, workers, setting)) is not None:
+                    lines.append(found)
+    lines.append("")
+    if ratios := backend_ratio_lines(data, sizes, limits):
+        lines += ["Within each control plane (medians; above 1 is IndexedJob slower):", "", *ratios, ""]
+    return lines

@@ -9,6 +9,9 @@
 #   mpioperator/mpi-pi:intel     Intel MPI from the PyPI wheels impi-rt and impi-devel, on bookworm
 # Each pi image has upstream's conventions (user mpiuser, uid 1000; sshd on port 2222 with
 # ~/.sshd_config; /home/mpiuser/pi) plus /home/mpiuser/netcheck, built from examples/netcheck/netcheck.c.
+#   mpioperator/mpi-pytorch:openmpi  Open MPI 5 and PyTorch (CPU) from Debian trixie, Horovod and DeepSpeed built
+#                                from PyPI against them, the scripts of examples/training in /home/mpiuser;
+#                                the pi images' conventions. Built on demand only (not by default: minutes cold)
 #   mpijob-operator/python-base  Debian's Python 3.11: the local base of Dockerfile.webhook/.reconciler; `python:ARCH`
 #                                builds it for Debian architecture ARCH (arm64, amd64) under emulation when that is not
 #                                the host's (tagged 3.11-bookworm-ARCH; hack/build/ensure-binfmt.sh, make release)
@@ -127,6 +130,53 @@ build_intel() {  # the prefix is copied to /usr/local: bin/mpirun (Hydra), lib/l
     --customize-hook='printf "/usr/local/lib\n/usr/local/lib/libfabric\n" > "$1/etc/ld.so.conf.d/impi.conf"' \
     --env FI_PROVIDER_PATH=/usr/local/lib/libfabric/prov --env I_MPI_ROOT=/usr/local
   rm -rf "$IMPI_PREFIX"
+}
+
+# PyTorch training over MPI, for examples/horovod-pytorch.yaml and examples/deepspeed.yaml (the mpirun form):
+# Debian trixie's Open MPI 5 (as the openmpi image), python3-torch (2.6, CPU) and python3-mpi4py, and from PyPI the
+# source distributions of Horovod and DeepSpeed, fetched on the host (which holds the CA that reaches PyPI) with
+# their hashes checked, and built inside the image against those by images/pytorch-wheels.sh. The build toolchain
+# is purged afterwards, as the pi images' compiler is. One image for both: PyTorch is most of its size.
+HOROVOD_VERSION=0.28.1 HOROVOD_SHA256=92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0
+DEEPSPEED_VERSION=0.19.8 DEEPSPEED_SHA256=9e491abd0827ea5c389dd702e15e11e13d83d904bac4a20d6c2a4cb37207a9af
+TRAINING="$HERE/../../examples/training"
+PYTORCH_SRC="$OUT/.pytorch-src"  # a fixed path: it is part of the recipe's text
+PYTORCH_PKGS=python3-torch,python3-mpi4py,openmpi-bin,python3-cloudpickle,python3-psutil,python3-yaml,python3-packaging,python3-einops,python3-hjson,python3-msgpack,python3-cpuinfo,python3-pydantic,python3-tqdm
+PYTORCH_DEV=g++,make,cmake,binutils,python3-dev,python3-pip,python3-setuptools,python3-cffi,libtorch-dev,pybind11-dev,libopenmpi-dev
+PYTORCH_HOOKS=(
+  --customize-hook='mkdir -p "$1/tmp/build"' --customize-hook="sync-in $PYTORCH_SRC /tmp/build"
+  --customize-hook="upload $TRAINING/horovod_pytorch.py /home/mpiuser/horovod_pytorch.py"
+  --customize-hook="upload $TRAINING/deepspeed_zero.py /home/mpiuser/deepspeed_zero.py"
+  --customize-hook='chroot "$1" sh /tmp/build/pytorch-wheels.sh'
+  --customize-hook="chroot \"\$1\" apt-get purge -y -q --autoremove ${PYTORCH_DEV//,/ } >/dev/null"
+  --customize-hook='rm -rf "$1/tmp/build" "$1/root/.cache"'
+)
+pytorch_sources() {  # the two source distributions, checked against the hashes above, and the build script
+  rm -rf "$PYTORCH_SRC" && mkdir -p "$PYTORCH_SRC"
+  printf 'horovod==%s --hash=sha256:%s\ndeepspeed==%s --hash=sha256:%s\n' "$HOROVOD_VERSION" "$HOROVOD_SHA256" \
+    "$DEEPSPEED_VERSION" "$DEEPSPEED_SHA256" > "$PYTORCH_SRC/requirements.txt"
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: --require-hashes \
+    -d "$PYTORCH_SRC" -r "$PYTORCH_SRC/requirements.txt" >&2
+  cp "$SRC/pytorch-wheels.sh" "$PYTORCH_SRC/"
+}
+build_pytorch() {
+  local tag="mpioperator/mpi-pytorch:openmpi"
+  local out="$OUT/mpi-pytorch-openmpi-$(inputs_hash "$BASE_PKGS $PYTORCH_PKGS $PYTORCH_DEV trixie" "${BASE_HOOKS[@]}" \
+    "${PYTORCH_HOOKS[@]}" "${FINAL_HOOKS[@]}" "$HOROVOD_VERSION $HOROVOD_SHA256 $DEEPSPEED_VERSION $DEEPSPEED_SHA256" \
+    "$(cat "$SRC/pytorch-wheels.sh" "$TRAINING/horovod_pytorch.py" "$TRAINING/deepspeed_zero.py")").tar"
+  [[ -f "$out" ]] && return 0
+  need_mmdebstrap
+  pytorch_sources
+  local work; work="$(mktemp -d)"
+  log "$tag: mmdebstrap trixie with $PYTORCH_PKGS; Horovod $HOROVOD_VERSION and DeepSpeed $DEEPSPEED_VERSION"
+  mmdebstrap --quiet --variant=apt --format=tar --include="$BASE_PKGS,$PYTORCH_PKGS,$PYTORCH_DEV" "${BASE_HOOKS[@]}" \
+    "${PYTORCH_HOOKS[@]}" "${FINAL_HOOKS[@]}" trixie "$work/layer.tar" "$MIRROR" >&2
+  mkdir -p "$work/extra/run/sshd"  # as debian_image: root's sshd needs it, and mmdebstrap empties /run
+  tar -C "$work/extra" --owner=0 --group=0 --mode=0755 -rf "$work/layer.tar" ./run/sshd
+  rm -f "$OUT/mpi-pytorch-openmpi-"????????????.tar
+  pack "$work/layer.tar" "$out" "$tag" --entrypoint /entrypoint.sh --workdir /home/mpiuser \
+    --env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+  rm -rf "$work" "$PYTORCH_SRC"
 }
 
 # The base of our operator images (Dockerfile.webhook/Dockerfile.reconciler, BASE_IMAGE build argument):

@@ -64,7 +64,8 @@ OWNER_FILE = CACHE / "realnode-owner.json"  # which work dir holds the machine's
 LOCK_FILE = CACHE / "realnode.lock"  # held while a run uses the real node; the OS drops a killed run's lock
 LOCK_WAIT = float(os.environ.get("MPIJOB_REALNODE_WAIT", "3600"))  # seconds a second run waits for the first
 ALL_IMAGES = ("pause", "openmpi", "openmpi4", "mpich", "intel", "prometheus")
-ARCHIVE_PREFIXES = {"pause": "pause-", "prometheus": "prometheus-"}  # the others: mpi-pi-<name>-
+ARCHIVE_PREFIXES = {"pause": "pause-", "prometheus": "prometheus-",  # the others: mpi-pi-<name>-
+                    "pytorch": "mpi-pytorch-openmpi-"}  # built on demand only, not in ALL_IMAGES
 
 
 def unavailable() -> str | None:
@@ -416,6 +417,12 @@ class RealNodeCluster(LocalCluster):
             done[archive.name] = [t if "." in t.split("/")[0] else f"docker.io/{t}" for t in tags]
             record.write_text(json.dumps(done, indent=2))
             self._log(f"imported {archive.name} in {time.monotonic() - began:.1f}s")
+
+    def import_images(self, archives: Sequence[Path]) -> None:
+        """Import more archives into the running node (an image built on demand by one test module), as the
+        start imports `images`: each once per persistent root."""
+        self.images.extend(a for a in archives if a not in self.images)
+        self._import_images()
 
     def _remove_containers(self) -> None:
         remove_containers(self.node_paths.socket)

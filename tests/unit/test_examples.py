@@ -14,7 +14,8 @@ from tests.unit.helpers import wire, with_defaults
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-@pytest.mark.parametrize("path", [*sorted(EXAMPLES.glob("pi-*.yaml")), EXAMPLES / "netcheck" / "netcheck.yaml"],
+@pytest.mark.parametrize("path", [*sorted(EXAMPLES.glob("pi-*.yaml")), EXAMPLES / "netcheck" / "netcheck.yaml",
+                                  EXAMPLES / "horovod-pytorch.yaml", EXAMPLES / "deepspeed.yaml"],
                          ids=lambda p: p.name)
 def test_our_valid_examples(path: Path) -> None:
     job = MPIJob.model_validate(yaml.safe_load(path.read_text()))

@@ -223,7 +223,8 @@ def backends_lines(data: dict[str, Any]) -> list[str]:
         f"{data.get('load_average', '-')} before, {data.get('load_average_after', '-')} after.",
         *(f"  Note: {note}" for note in data.get("notes", [])),
         "",
-        "| workers | kube-controller-manager client limits | worker backend | workers created | POST to all created, s "
+        "| workers | kube-controller-manager client limits | worker backend | pods created by the workers' creator "
+        "(IndexedJob: the launcher's pod too) | POST to all created, s "
         "| to all Running, s | ms per worker to all created | ours' requests | the creator's writes per pod |",
         "|---|---|---|---|---|---|---|---|---|",
     ]

@@ -41,6 +41,7 @@ from reconciler.runtime.client import ApiError
 from shared.api import FieldError, aggregate, defaulted_dict, parse_mpijob, validate_upstream
 from shared.api import constants as c
 from shared.api.v2_spec_annotation import annotation_errors
+from shared.api.worker_backend_validation import indexed_job_errors
 from shared.jsondict import JSONDict, object_at
 
 logger = logging.getLogger("reconciler")
@@ -104,7 +105,7 @@ class Reconciler:
         status, events = _with_created_condition(ctx, before)
         if is_finished(status) and status.get("completionTime"):
             return await self._finish(ctx, before, status, events)
-        if errors := builders.config_map_size_errors(ctx.job, self.shared.settings.cluster_domain):
+        if errors := _errors_before_children(ctx, self.shared.settings.cluster_domain):
             return await self._refuse(ctx, before, status, events, _validation_event(errors))
         if ctx.failure_policy is not None:
             effect = await restarts.run_failure_policy(ctx, status)
@@ -313,6 +314,14 @@ def _managed_by(cached: JSONDict) -> str | None:
     run_policy = object_at(cached, "spec", "runPolicy")
     value = run_policy.get("managedBy") if run_policy is not None else None
     return value if isinstance(value, str) else None  # another type is a validation error
+
+
+def _errors_before_children(ctx: JobContext, cluster_domain: str) -> list[FieldError]:
+    """Why the job cannot run as specified, found before any child is made: a ConfigMap past 1 MiB; with the IndexedJob
+    backend, what its worker Job could not carry (the webhook checks it for jobs that name the backend; a job that
+    gets it from ``--default-worker-backend`` is checked here)."""
+    errors = builders.config_map_size_errors(ctx.job, cluster_domain)
+    return errors + indexed_job_errors(ctx.job) if ctx.indexed else errors
 
 
 def _validation_event(errors: list[FieldError]) -> Event:

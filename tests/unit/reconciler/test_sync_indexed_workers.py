@@ -98,6 +98,27 @@ async def test_the_flag_makes_a_new_job_an_indexed_one() -> None:
     assert not [a for a in world.cluster.actions if a[1] == "pods"]
 
 
+async def test_a_job_the_flag_makes_indexed_is_refused_when_its_worker_job_could_not_carry_the_template() -> None:
+    """The webhook checks the IndexedJob rules for jobs that name the backend; one that gets it from the flag (or
+    was stored without the webhook) is refused at its first sync, before anything is created."""
+    job = new_mpijob(workers=2)
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["hostname"] = "fixed"
+    job["status"] = {}
+    world = World(job)
+    world.reconciler.shared.settings = Settings(default_worker_backend="IndexedJob")
+    assert await world.sync() == "refused"
+    message = ("Found validation errors: spec.mpiReplicaSpecs[Worker].template.spec.hostname: Forbidden: must not be "
+               "set with the IndexedJob worker backend: the Job controller names each worker's host "
+               "<job>-worker-<index>")
+    assert world.cluster.actions == [("update_status", "mpijobs", "test")]
+    assert world.cluster.status_written() == {
+        "conditions": [condition("WorkersReady", "False", "MPIJobFinished", "MPIJob finished: workers are released"),
+                       created_condition(), condition("Failed", "True", "ValidationError", message)],
+        "completionTime": T, "replicaStatuses": {"Worker": {}}, "readyWorkers": "0/2"}
+    world = World(job)  # the same job under the default backend runs: the hostname is upstream's to accept
+    assert await world.sync() == "synced"
+
+
 async def test_the_flag_does_not_move_a_job_whose_workers_exist() -> None:
     """Its workers say (here without a Service: the pods alone decide)."""
     world = World(new_mpijob(workers=2))

@@ -1,11 +1,13 @@
 """The pure parts of a multi-architecture release (hack/build/release.sh, RELEASE.md): the digest of each platform's
 image read from the pushed image index (hack/build/oci_index.py), refused unless it lists exactly the platforms
-built; and the config of a base image archived for another architecture (hack/build/platform_archive.py).
+built; the config of a base image archived for another architecture (hack/build/platform_archive.py); what the
+emulation check (hack/build/ensure-binfmt.sh) says without changing anything.
 tests/e2e/test_release_multiarch.py pushes a real one."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -91,3 +93,17 @@ def test_a_base_archived_for_arm64_says_so_and_nothing_else_changes(tmp_path: Pa
     assert host["architecture"] == "amd64"  # what image_archive writes for every image
     assert config(tmp_path / "arm64.tar") == {**host, "architecture": "arm64", "variant": "v8"}
     assert platform_archive.platform_config(host, "amd64") == host
+
+
+def test_the_emulation_check_passes_the_host_and_refuses_an_unknown_architecture() -> None:
+    """hack/build/ensure-binfmt.sh before anything it could change: the host's architecture needs nothing, and an
+    architecture the release does not build is refused with the reason the release prints."""
+    if shutil.which("dpkg") is None:
+        pytest.skip("no dpkg: the release and its emulation check need Debian")
+    host = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True, check=True).stdout.strip()
+    script = str(REPO_ROOT / "hack" / "build" / "ensure-binfmt.sh")
+    native = subprocess.run(["bash", script, host], capture_output=True, text=True, timeout=30, check=False)
+    assert (native.returncode, native.stdout, native.stderr) == (0, "", "")
+    unknown = subprocess.run(["bash", script, "s390x"], capture_output=True, text=True, timeout=30, check=False)
+    assert (unknown.returncode, unknown.stdout, unknown.stderr) == (
+        2, "", "cannot run s390x binaries: only amd64 and arm64 are known here\n")

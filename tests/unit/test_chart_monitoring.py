@@ -231,7 +231,7 @@ def test_rule_overrides_and_the_runbook_base_url() -> None:
             rule["labels"] = {"severity": "critical"}
         if rule["alert"] == "MPIOperatorReconcilerRestarting":
             rule.update({"for": "15m", "labels": {"severity": "critical"}})
-    assert len(group["rules"]) == 11
+    assert len(group["rules"]) == 12
     assert added(values) == {RULE: {
         "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
         "metadata": {"name": "mpi-operator", "namespace": "mpi-operator", "labels": PART_OF}, "spec": spec}}

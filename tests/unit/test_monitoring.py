@@ -116,7 +116,7 @@ def test_every_alert_has_a_threshold_that_removing_leaves_its_metrics() -> None:
         compared = without_threshold(expr)
         assert metric_names(compared) == metric_names(expr), name
         assert not re.search(r"[<>]|==|!=(?!\")", compared), (name, compared)
-    assert len(alerts()) == len(rules()) == 12
+    assert len(alerts()) == len(rules()) == 13
 
 
 def test_every_panel_query_has_its_grafana_variables_filled_in() -> None:
@@ -143,7 +143,7 @@ def test_promtool_checks_the_rules() -> None:
     result = subprocess.run([str(PROMTOOL), "check", "rules", str(RULES)], capture_output=True, text=True,
                             check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 12 rules found" in result.stdout
+    assert "SUCCESS: 13 rules found" in result.stdout
 
 
 @needs_promtool
@@ -274,10 +274,12 @@ def test_every_alert_links_its_runbook_in_the_operator_guide() -> None:
     assert {url.split("#")[1] for url in urls.values()} <= github_anchors(guide)
 
 
-def test_the_fail_open_alert_names_the_mutating_webhook_whose_failure_policy_is_ignore() -> None:
+def test_the_fail_open_alerts_name_the_mutating_webhooks_whose_failure_policy_is_ignore() -> None:
     config = yaml.safe_load((ROOT / "deploy" / "webhook" / "mutating-webhook-configuration.yaml").read_text())
     # the MPIJob defaulter; the IndexedJob backend's pod webhook (also Ignore) admits no MPIJob
     webhook, pods = config["webhooks"]
     assert pods["rules"][0]["resources"] == ["pods"]
     assert webhook["failurePolicy"] == "Ignore"
     assert f'{{name="{webhook["name"]}"}}' in alerts()["MPIJobWebhookFailOpen"]
+    assert pods["failurePolicy"] == "Ignore"
+    assert f'{{name="{pods["name"]}"}}' in alerts()["MPIJobWorkerRankWebhookFailOpen"]

@@ -5,9 +5,10 @@ checks it, and its workers and launcher Job carry the first restart attempt's la
 them). It applies the same defaults and validation as the webhook and the reconciler, then prints, in the
 order the reconciler creates them: the Service, the ConfigMap (hostfile, and ``discover_hosts.sh`` as it
 is before any worker runs), the SSH Secret (a placeholder instead of a key pair), the PodGroup (with
-``--gang-scheduling``), the worker Pods and the launcher Job (with ``LauncherCreationPolicy:
-WaitForWorkersReady`` the reconciler creates it only once every worker is Ready). Objects without a
-namespace are rendered in ``default``; the MPIJob's uid in ownerReferences is a placeholder. The warnings the
+``--gang-scheduling``), the worker Pods (or, with the IndexedJob worker backend, the worker Job: the job's
+annotation or v2 ``spec.workerBackend``, else ``--default-worker-backend``) and the launcher Job (with
+``LauncherCreationPolicy: WaitForWorkersReady`` the reconciler creates it only once every worker is Ready). Objects
+without a namespace are rendered in ``default``; the MPIJob's uid in ownerReferences is a placeholder. The warnings the
 admission webhook returns for the job go to stderr, one ``Warning: ...`` line each, as ``kubectl apply``
 shows them; the objects still go to stdout. An invalid MPIJob prints the field errors as ``kubectl apply``
 shows the webhook's denial, and exits 1. With ``--explain-topology`` it prints, instead of the objects, how Kueue's
@@ -37,11 +38,13 @@ from reconciler.mpijob.builders import (
     build_service,
     build_ssh_secret,
     build_worker,
+    build_worker_job,
     build_workload,
     config_map_size_errors,
 )
 from reconciler.mpijob.builders.job_facts import worker_replicas
 from reconciler.mpijob.policy_decisions import failure_policy_of, with_attempt
+from reconciler.mpijob.worker_backends import with_backend_label
 from shared.api import MPIJob, admission_warnings, defaulted_dict, parse_mpijob, validate
 from shared.api import constants as c
 from shared.api.config_map_size import config_map_size_warnings
@@ -49,6 +52,13 @@ from shared.api.conversion import convert
 from shared.api.field_errors import FieldError, capped
 from shared.api.v2types import MPIJobV2
 from shared.api.version_validation import version_errors
+from shared.api.worker_backend import (
+    WORKER_BACKEND_INDEXED_JOB,
+    WORKER_BACKEND_PODS,
+    WORKER_BACKENDS,
+    worker_backend_of,
+)
+from shared.api.worker_backend_validation import indexed_job_errors
 from shared.jsondict import JSONDict
 
 API_VERSIONS = {"Pod": "v1", "Service": "v1", "ConfigMap": "v1", "Secret": "v1", "Job": "batch/v1"}
@@ -82,18 +92,24 @@ def denial(name: str, errors: Sequence[FieldError]) -> str:
     return "\n".join([f'The MPIJob "{name}" is invalid: ', *(f"* {error}" for error in shown)])
 
 
-def render_job(document: Any, *, cluster_domain: str = "", gang: GangScheduling | None = None) -> list[JSONDict]:
+def render_job(document: Any, *, cluster_domain: str = "", gang: GangScheduling | None = None,
+               default_backend: str = WORKER_BACKEND_PODS) -> list[JSONDict]:
     """The child objects of one MPIJob document; RenderError when it is not a valid MPIJob."""
-    return render(document, cluster_domain=cluster_domain, gang=gang).objects
+    return render(document, cluster_domain=cluster_domain, gang=gang, default_backend=default_backend).objects
 
 
-def render(document: Any, *, cluster_domain: str = "", gang: GangScheduling | None = None) -> Rendered:
+def render(document: Any, *, cluster_domain: str = "", gang: GangScheduling | None = None,
+           default_backend: str = WORKER_BACKEND_PODS) -> Rendered:
     """The child objects of one MPIJob document and the webhook's warnings for it (those of
     ``shared.api.admission_warnings`` on the defaulted job, as the webhook computes them on CREATE);
-    RenderError when it is not a valid MPIJob."""
+    RenderError when it is not a valid MPIJob (or, when ``default_backend`` gives it the IndexedJob backend, one its
+    worker Job could not carry, as the reconciler refuses it)."""
     job, document, warnings = admitted(document, cluster_domain=cluster_domain)
-    return Rendered(with_failure_policy(document, build_children(job, cluster_domain=cluster_domain, gang=gang)),
-                    warnings)
+    backend = worker_backend_of(stored(document), default_backend)
+    if backend == WORKER_BACKEND_INDEXED_JOB and (errors := indexed_job_errors(job)):
+        raise RenderError(denial(job.name, errors), warnings)
+    children = build_children(job, cluster_domain=cluster_domain, gang=gang, backend=backend)
+    return Rendered(with_failure_policy(document, children), warnings)
 
 
 def admitted(document: Any, *, cluster_domain: str = "") -> tuple[MPIJob, JSONDict, list[str]]:
@@ -118,22 +134,30 @@ def admitted(document: Any, *, cluster_domain: str = "") -> tuple[MPIJob, JSONDi
     return job, document, warnings
 
 
+def stored(document: JSONDict) -> JSONDict:
+    """The document as the API server stores it (kubeflow.org/v2beta1: v2's fields in annotations)."""
+    return convert(document, c.API_VERSION) if document.get("apiVersion") in c.API_VERSIONS else document
+
+
 def with_failure_policy(document: JSONDict, objects: list[JSONDict]) -> list[JSONDict]:
     """A job with a failurePolicy (v2, or v2beta1 with the annotation, as stored): the workers and the launcher
     Job labelled with the first attempt, as the reconciler creates them."""
-    stored = convert(document, c.API_VERSION) if document.get("apiVersion") in c.API_VERSIONS else document
-    if failure_policy_of(stored) is None:
+    if failure_policy_of(stored(document)) is None:
         return objects
     return [with_attempt(obj, 0) if obj["kind"] in ("Pod", "Job") else obj for obj in objects]
 
 
-def build_children(job: MPIJob, *, cluster_domain: str = "", gang: GangScheduling | None = None) -> list[JSONDict]:
-    objects = [build_service(job), build_config_map(job, cluster_domain), build_ssh_secret(job, PLACEHOLDER_KEY_PAIR)]
+def build_children(job: MPIJob, *, cluster_domain: str = "", gang: GangScheduling | None = None,
+                   backend: str = WORKER_BACKEND_PODS) -> list[JSONDict]:
+    objects = [with_backend_label(build_service(job), backend), build_config_map(job, cluster_domain),
+               build_ssh_secret(job, PLACEHOLDER_KEY_PAIR)]
     if gang is not None and gang.is_native:
         objects.append(build_workload(job))
     if gang is not None:
         objects.append(build_pod_group(job, gang))
-    if job.replica_spec(c.WORKER) is not None:
+    if job.replica_spec(c.WORKER) is not None and backend == WORKER_BACKEND_INDEXED_JOB:
+        objects.append(build_worker_job(job, gang, cluster_domain=cluster_domain))
+    elif job.replica_spec(c.WORKER) is not None:
         objects += [build_worker(job, index, gang, cluster_domain=cluster_domain)
                     for index in range(worker_replicas(job))]
     objects.append(build_launcher_job(job, gang))
@@ -166,6 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster-domain", default="", help="as the reconciler's --cluster-domain")
     parser.add_argument("--gang-scheduling", default="", help="as the reconciler's --gang-scheduling (kube-scheduler: "
                         "the Workload and PodGroup of native gangs)")
+    parser.add_argument("--default-worker-backend", choices=WORKER_BACKENDS, default=WORKER_BACKEND_PODS,
+                        help="as the reconciler's --default-worker-backend: for a job that names no backend")
     parser.add_argument("--as", dest="target", choices=["mpijob", "jobset", "trainjob"], default="mpijob",
                         help="mpijob (default): the objects this operator creates; jobset: the JobSet "
                         "(jobset.x-k8s.io/v1alpha2) with its Secret and ConfigMap that runs the job without it; "
@@ -216,7 +242,8 @@ def main(argv: Sequence[str]) -> int:
                 print_warnings(warnings)
                 sys.stdout.write(render_text(job, explain(job, workload or None)))
                 continue
-            rendered = render(document, cluster_domain=args.cluster_domain, gang=gang)
+            rendered = render(document, cluster_domain=args.cluster_domain, gang=gang,
+                              default_backend=args.default_worker_backend)
         except RenderError as error:
             print_warnings(error.warnings)
             print(error, file=sys.stderr)

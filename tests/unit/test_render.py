@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
+from reconciler.mpijob.builders import build_worker_job
 from reconciler.render import PLACEHOLDER_UID, RenderError, render_job
 from reconciler.render import render as render_document
+from shared.api import MPIJob, defaulted_dict
 from shared.api.conversion import convert
 from webhook.admission import validate_request
 
@@ -203,3 +205,35 @@ def test_warnings_come_with_a_denial_too() -> None:
     assert result.stderr == "".join(f"Warning: {warning}\n" for warning in WARNINGS) + (
         'The MPIJob "pi-openmpi" is invalid: spec.mpiReplicaSpecs[Launcher].replicas: Invalid value: 2: '
         "must be 1\n")
+
+
+def test_the_indexed_job_backend_renders_the_worker_job_instead_of_the_worker_pods() -> None:
+    """By the job's annotation or v2 field, or by --default-worker-backend for a job that names none: the objects
+    are the Pods backend's with the Service labelled with the backend and one worker Job for the worker pods."""
+    job = yaml.safe_load((REPO_ROOT / "examples" / "pi-openmpi.yaml").read_text())
+    pods = render_job(job)
+    annotated = copy.deepcopy(job)
+    annotated["metadata"]["annotations"] = {"mpijobs.kubeflow.org/worker-backend": "IndexedJob"}
+    defaulted = MPIJob.model_validate(defaulted_dict({**annotated, "metadata": {
+        **annotated["metadata"], "namespace": "default", "uid": PLACEHOLDER_UID}}))
+    service = copy.deepcopy(pods[0])
+    service["metadata"]["labels"]["mpijobs.kubeflow.org/worker-backend"] = "IndexedJob"
+    expected = [service, pods[1], pods[2], build_worker_job(defaulted), pods[-1]]
+    assert render_job(annotated) == expected
+    v2 = {**job, "apiVersion": "kubeflow.org/v2", "spec": {**job["spec"], "workerBackend": "IndexedJob"}}
+    assert render_job(v2) == expected
+    assert render_job(job, default_backend="IndexedJob") == expected
+    result = render("--default-worker-backend", "IndexedJob", "-", stdin=yaml.safe_dump(job))
+    assert result.returncode == 0, result.stderr
+    assert [o["kind"] for o in yaml.safe_load_all(result.stdout)] == ["Service", "ConfigMap", "Secret", "Job", "Job"]
+
+
+def test_a_template_the_worker_job_cannot_carry_is_refused_when_the_flag_makes_the_job_indexed() -> None:
+    job = yaml.safe_load((REPO_ROOT / "examples" / "pi-openmpi.yaml").read_text())
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["subdomain"] = "mine"
+    assert [o["kind"] for o in render_job(job)][-1] == "Job"  # upstream accepts it under Pods
+    with pytest.raises(RenderError) as raised:
+        render_job(job, default_backend="IndexedJob")
+    assert str(raised.value) == (
+        'The MPIJob "pi-openmpi" is invalid: spec.mpiReplicaSpecs[Worker].template.spec.subdomain: Forbidden: must '
+        "not be set with the IndexedJob worker backend: the operator sets it to the job's Service, <job>")

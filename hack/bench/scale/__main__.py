@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import os
 import platform
@@ -35,6 +36,7 @@ CPU_METHOD = ("utime+stime of /proc/<pid>/stat (every thread of the process) fro
               "every pod is Running and the operator idle again (under 0.05 CPU-s in 1 s)")
 KINDS = ("go", "ours", "floor", "ours-indexed")
 DEFAULT_KINDS = ("go", "ours", "floor")
+SHORT = {"ours-indexed": "oidx"}  # in namespace names
 # ours with every job's workers the pods of one Indexed Job, made by kube-controller-manager's Job controller
 INDEXED_SETTING = Setting("raised", (*RAISED_LIMITS.flags, "--default-worker-backend=IndexedJob"))
 KCM_LIMITS = {"default": KCM_DEFAULT_LIMITS, "raised": KCM_RAISED_LIMITS}
@@ -112,7 +114,8 @@ class Session:
         """One run; ``last`` (the last on this control plane, which is stopped next) leaves its namespace in place
         under --compare-backends: 10,000 pods of an Indexed Job take the Job controller minutes to let go."""
         tag = f"{name}-{workers}-{self.kcm_limits}-r{round_}"
-        namespace = f"{name}-{workers}-{kind}-r{round_}"
+        # as long as every other kind's: the namespace is in every hostfile line, so in the ConfigMap's size
+        namespace = f"{name}-{workers}-{SHORT.get(kind, kind)}-r{round_}"
         if kind == "floor":
             if name != "overflow":
                 run = await floor_run(self.load, self.audit_log, namespace, jobs, workers, self.args.limit)
@@ -217,6 +220,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "own 20 QPS, burst 30), raised (200, 400), or default,raised")
     parser.add_argument("--compare-backends", action="store_true",
                         help="the worker backends side by side: results in scale-backends.json, its own summary")
+    parser.add_argument("--add", action="store_true",
+                        help="with --compare-backends: keep the runs already in scale-backends.json and add these")
     parser.add_argument("--note", action="append", default=[], help="a note kept in the results file")
     parser.add_argument("--no-docs", action="store_true", help="print only; leave the results file and docs alone")
     return parser.parse_args(argv)
@@ -233,18 +238,34 @@ def main() -> None:
     if args.compare_backends:
         results["benchmark"] = "scale-backends"
         results["load_average"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        if args.add and BACKENDS_RESULTS.exists():
+            results = added_to(json.loads(BACKENDS_RESULTS.read_text(encoding="utf-8")), results)
     measure(args, results)
     if args.no_docs:
         return
     path = results_path(args)
     if args.compare_backends:
-        results["load_average_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        after = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        results["load_average_after"] = f"{results['load_average_after']}; then {after}" if results.get(
+            "load_average_after") else after
     benchdoc.write_json(path, results, places=3)
     if not args.compare_backends:
         plot_per_pod(results, PLOT)
     benchdoc.rewrite()
     say(f"wrote {path.relative_to(REPO_ROOT)}, the summary of docs/benchmarks.md"
         + ("" if args.compare_backends else f" and {PLOT.relative_to(REPO_ROOT)}"))
+
+
+def added_to(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """``now`` (no runs yet) continuing ``before``: its runs kept, the commands, load averages, control planes and
+    notes of both, the date and commit of the latest."""
+    def both(key: str) -> str:
+        return f"{before[key]}; then {now[key]}" if before.get(key) and before[key] != now[key] else now[key]
+
+    return {**now, "command": both("command"), "control_plane": both("control_plane"),
+            "load_average": both("load_average"), "load_average_after": before.get("load_average_after", ""),
+            "notes": [*before.get("notes", []), *(n for n in now["notes"] if n not in before.get("notes", []))],
+            "runs": list(before["runs"])}
 
 
 def control_plane(args: argparse.Namespace) -> str:

@@ -11,7 +11,9 @@
 # ~/.sshd_config; /home/mpiuser/pi) plus /home/mpiuser/netcheck, built from examples/netcheck/netcheck.c.
 #   mpioperator/mpi-pytorch:openmpi  Open MPI 5 and PyTorch (CPU) from Debian trixie, Horovod and DeepSpeed built
 #                                from PyPI against them, the scripts of examples/training in /home/mpiuser;
-#                                the pi images' conventions. Built on demand only (not by default: minutes cold)
+#                                the pi images' conventions; 1.2 GB, most of it PyTorch. Built on demand only
+#                                (tests/e2e/test_examples_ml.py), not by default: ~15 min cold (886 s measured,
+#                                5 min of it CPU: compiling Horovod), too much for make test's Debian chain
 #   mpijob-operator/python-base  Debian's Python 3.11: the local base of Dockerfile.webhook/.reconciler; `python:ARCH`
 #                                builds it for Debian architecture ARCH (arm64, amd64) under emulation when that is not
 #                                the host's (tagged 3.11-bookworm-ARCH; hack/build/ensure-binfmt.sh, make release)

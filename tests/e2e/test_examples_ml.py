@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,5 +57,7 @@ def test_training_example_runs_on_both_workers(real_cluster: RealNodeCluster, na
     reports = sorted(RANK_REPORT.findall(log))
     assert reports == [("0", "2", "3", "True"), ("1", "2", "3", "True")], log
     summary, ok = EXPECTED[example]
-    assert summary.search(log), log
+    found = summary.search(log)
+    assert found, log
     assert ok in log.splitlines(), log
+    print(f"\n{found.group(0)}", file=sys.stderr)  # the loss figures, for the report

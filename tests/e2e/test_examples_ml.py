@@ -39,10 +39,9 @@ def pytorch_image(real_cluster: RealNodeCluster, pytestconfig: pytest.Config) ->
     """The examples' image on the node: built on first use (minutes, once; cached), then imported."""
     capture = pytestconfig.pluginmanager.getplugin("capturemanager")
     try:
-        # the build's progress shows, as the cluster fixture's own build does
+        # the build's progress and the import's time show, as the cluster fixture's own do
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-            archives = image_archives(["pytorch"])
-        real_cluster.import_images(archives)
+            real_cluster.import_images(image_archives(["pytorch"]))
     except HarnessError as err:
         pytest.fail(f"the examples' image is not on the node: {err}", pytrace=False)
 

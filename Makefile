@@ -111,7 +111,7 @@ node-bin: testbin
 debian-images:
 	@if $(REAL_NODE_OK); then \
 	  bash hack/build/build-images.sh >/dev/null && bash hack/build/build-operator-images.sh >/dev/null && \
-	  bash hack/build/install-registry.sh >/dev/null; \
+	  bash hack/build/install-registry.sh >/dev/null && bash hack/build/build-images.sh pytorch >/dev/null; \
 	else echo "debian-images: not Linux/root, the real-node tests (tests/e2e) will be skipped"; fi
 
 # The operator's images pushed to your registry: `make images REGISTRY=registry.example.com/mpi [TAG=v0.1.0]

@@ -11,9 +11,10 @@
 # ~/.sshd_config; /home/mpiuser/pi) plus /home/mpiuser/netcheck, built from examples/netcheck/netcheck.c.
 #   mpioperator/mpi-pytorch:openmpi  Open MPI 5 and PyTorch (CPU) from Debian trixie, Horovod and DeepSpeed built
 #                                from PyPI against them, the scripts of examples/training in /home/mpiuser;
-#                                the pi images' conventions; 1.2 GB, most of it PyTorch. Built on demand only
-#                                (tests/e2e/test_examples_ml.py), not by default: ~15 min cold (886 s measured,
-#                                5 min of it CPU: compiling Horovod), too much for make test's Debian chain
+#                                the pi images' conventions; 1.2 GB, most of it PyTorch. Not in the default set:
+#                                ~15 min cold (886 s measured, 5 min of it CPU: compiling Horovod); make's
+#                                debian-images builds it last, beside the Go chain, and tests/e2e/test_examples_ml.py
+#                                on first use when it is missing
 #   mpijob-operator/python-base  Debian's Python 3.11: the local base of Dockerfile.webhook/.reconciler; `python:ARCH`
 #                                builds it for Debian architecture ARCH (arm64, amd64) under emulation when that is not
 #                                the host's (tagged 3.11-bookworm-ARCH; hack/build/ensure-binfmt.sh, make release)

@@ -134,6 +134,15 @@ def test_upstream_pi_on_indexed_job_workers(real_cluster: LocalCluster, namespac
     assert_job_workers(real_cluster, namespace, "pi", 2)
 
 
+def _indexes(ranges: str) -> set[int]:
+    """The indexes of a Job's ``status.completedIndexes`` ("0,2-4")."""
+    found: set[int] = set()
+    for part in filter(None, ranges.split(",")):
+        first, _, last = part.partition("-")
+        found.update(range(int(first), int(last or first) + 1))
+    return found
+
+
 def _worker_state(cluster: LocalCluster, namespace: str, name: str) -> str:
     """The worker Job's status and its pods' phases, exit codes and conditions: what a failed wait shows."""
     job = worker_job(cluster, namespace, name) or {}
@@ -209,6 +218,9 @@ def test_a_deleted_worker_comes_back_with_its_hostname(real_cluster: LocalCluste
     real_cluster.kubectl("delete", "pod", deleted["name"], "-n", namespace, "--wait=false", check=True)
 
     def replaced() -> JSON | None:
+        completed = ((worker_job(real_cluster, namespace, "pi") or {}).get("status") or {}).get("completedIndexes")
+        if 1 in _indexes(completed or ""):  # a completed index is never run again: no replacement will come
+            raise AssertionError(f"worker 1's index completed\n{_worker_state(real_cluster, namespace, 'pi')}")
         pods = worker_pods(real_cluster, namespace, "pi")
         again = [p for p in pods if p["metadata"]["labels"][INDEX] == "1"]
         done = len(pods) == 2 and len(again) == 1 and again[0]["metadata"]["uid"] != deleted["uid"]

@@ -142,7 +142,8 @@ def slim_job(obj: JSONDict) -> JSONDict | None:
     if not owned_by_mpijob(obj):
         return None
     status = obj.get("status") or {}
-    keep = ("conditions", "failed", "succeeded", "active", "startTime", "completionTime")
+    # completedIndexes: a worker Job's indexes that ended Succeeded, which the Job controller never makes again
+    keep = ("conditions", "failed", "succeeded", "active", "startTime", "completionTime", "completedIndexes")
     spec = {"suspend": bool((obj.get("spec") or {}).get("suspend"))}
     if (obj.get("spec") or {}).get("completionMode") == "Indexed":  # a worker Job: its size, which a scale patches
         spec.update((key, obj["spec"][key]) for key in ("completionMode", "parallelism", "completions")

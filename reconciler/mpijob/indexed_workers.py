@@ -31,6 +31,7 @@ from shared.jsondict import JSONDict
 logger = logging.getLogger("reconciler")
 FOREGROUND, BACKGROUND = "Foreground", "Background"
 REASON_UNRANKED = "WorkerWithoutReplicaIndex"
+REASON_COMPLETED_INDEX = "WorkerIndexCompleted"  # a worker ended Succeeded: its index is made again
 EVICTED = "Evicted"  # the kubelet's reason on a pod it evicted
 
 
@@ -127,9 +128,35 @@ async def ensure_workers(ctx: JobContext, *, create: bool = True) -> list[JSONDi
         job = await _create(ctx)
     found = by_index(job_pods(ctx, job)) if job is not None else {}
     await _report_unranked(ctx, found)
+    if job is not None and create:
+        await _remake_completed(ctx, job, found)
     if not create:
         return [found[index] for index in sorted(found) if index < ctx.worker_replicas]
     return [found.get(index) or _placeholder(ctx, index) for index in range(ctx.worker_replicas)]
+
+
+async def _remake_completed(ctx: JobContext, job: JSONDict, found: dict[int, JSONDict]) -> None:
+    """A worker that ended Succeeded (``sshd -De`` exits 0 on SIGTERM: a deleted worker pod) is never made again by
+    the Job controller, which counts its index completed (``status.completedIndexes``). Once no pod of such an index
+    is left (the Pods backend makes a deleted worker again; a Succeeded pod that stays, stays), the index is taken
+    out of the Job's status, read fresh (an update with its resourceVersion: a conflict retries the sync): the Job
+    controller then makes that worker again, with its hostname, and leaves the others running. One Warning event."""
+    lost = {index for index in builders.parse_indexes((job.get("status") or {}).get("completedIndexes"))
+            if index < ctx.worker_replicas and index not in found}
+    if not lost:
+        return
+    current = await ctx.shared.cluster.get(JOBS, ctx.namespace, meta(job)["name"])
+    if meta(current).get("uid") != meta(job).get("uid") or meta(current).get("deletionTimestamp"):
+        return
+    status = builders.without_completed_indexes(current.get("status") or {}, lost)
+    if status is None:
+        return
+    await ctx.shared.cluster.replace_status(JOBS, {**current, "status": status})
+    hosts = ", ".join(names.worker_name(ctx.name, index) for index in sorted(lost))
+    await ctx.event(Event("Warning", REASON_COMPLETED_INDEX, truncate(
+        f"worker index {','.join(map(str, sorted(lost)))} ({hosts}) ended Succeeded and its pod is gone: the Job "
+        f"controller does not replace a completed index, so it is taken out of {meta(job)['name']}'s "
+        "status.completedIndexes and the worker is made again")))
 
 
 async def _report_unranked(ctx: JobContext, pods: dict[int, JSONDict]) -> None:

@@ -125,6 +125,49 @@ def test_a_deleted_worker_comes_back_with_its_hostname_under_a_new_name(jobs: Jo
     discover_hosts(jobs, "pi", [0, 1, 2, 3])
 
 
+def test_a_deleted_worker_that_exits_0_comes_back_with_its_hostname(jobs: Jobs) -> None:
+    """Upstream's workers run ``sshd -De``, which exits 0 on SIGTERM: the deleted pod ends Succeeded and the Job
+    controller counts its index completed, which it never makes again. The reconciler takes the index out of the
+    Job's completedIndexes once the pod is gone, so the Job controller makes it again: the same Job, the same
+    hostname, the other workers untouched; one Warning event. The launcher's pod is held (no mpirun yet)."""
+    job = spec("pi", 3)
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["schedulingGates"] = [{"name": "test.mpijob/hold"}]
+    jobs.create(job)
+    before = running(jobs, "pi", 3)
+    first = worker_job(jobs, "pi")
+    assert first is not None
+    name = before[1]["metadata"]["name"]
+    jobs.cluster.rest.request("DELETE", jobs.path("pods", name))
+    # the kubelet's part, which kwok's pod-delete stage leaves out: sshd stopped by SIGTERM exits 0
+    stopped = [{"name": "main", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]
+    jobs.cluster.rest.request("PATCH", jobs.path("pods", name) + "/status", {"status": {
+        "phase": "Succeeded", "containerStatuses": stopped}}, content_type="application/merge-patch+json")
+
+    def replaced() -> dict[int, JSON] | None:
+        pods = [p for p in jobs.workers("pi") if p["status"].get("phase") == "Running"]
+        by_index = {int(p["metadata"]["labels"][INDEX]): p for p in pods}
+        done = len(pods) == 3 == len(by_index) and by_index[1]["metadata"]["uid"] != before[1]["metadata"]["uid"]
+        return by_index if done else None
+
+    after = until(replaced, timeout=90, what="worker 1 made again")
+    assert after[1]["spec"]["hostname"] == "pi-worker-1"
+    assert after[1]["metadata"]["name"].startswith("pi-worker-1-")
+    assert {i: p["metadata"]["uid"] for i, p in after.items() if i != 1} == {
+        i: p["metadata"]["uid"] for i, p in before.items() if i != 1}, "the other workers are left as they were"
+    again = worker_job(jobs, "pi")
+    assert again is not None
+    assert again["metadata"]["uid"] == first["metadata"]["uid"], "the same worker Job"
+    assert not again["status"].get("completedIndexes")
+    lost = [e for e in jobs.events("pi") if e["reason"] == "WorkerIndexCompleted"]
+    assert [(e["type"], e["message"], e.get("count", 1)) for e in lost] == [(
+        "Warning", "worker index 1 (pi-worker-1) ended Succeeded and its pod is gone: the Job controller does not "
+        "replace a completed index, so it is taken out of pi-worker's status.completedIndexes and the worker is made "
+        "again", 1)]
+    discover_hosts(jobs, "pi", [0, 1, 2])
+    launchers = jobs.pods("training.kubeflow.org/job-name=pi,training.kubeflow.org/job-role=launcher")
+    assert [p["status"].get("phase") for p in launchers] == ["Pending"], "mpirun never started"
+
+
 def test_suspend_deletes_the_worker_job_and_resume_makes_a_new_one(jobs: Jobs) -> None:
     jobs.create(spec("pi", 3))
     running(jobs, "pi", 3)

@@ -40,7 +40,13 @@ from reconciler.mpijob.builders.secret import (
 )
 from reconciler.mpijob.builders.service import build_service, service_spec_patch
 from reconciler.mpijob.builders.worker import build_worker
-from reconciler.mpijob.builders.worker_job import build_worker_job, build_worker_job_template, worker_job_scale_patch
+from reconciler.mpijob.builders.worker_job import (
+    build_worker_job,
+    build_worker_job_template,
+    parse_indexes,
+    without_completed_indexes,
+    worker_job_scale_patch,
+)
 from shared.api.config_map_size import CONFIG_MAP_MAX_BYTES, config_map_size, config_map_size_errors
 from shared.api.worker_backend import worker_job_name
 
@@ -76,6 +82,7 @@ __all__ = [
     "native_spec_differs",
     "no_priority_classes",
     "overridden_scheduler_name",
+    "parse_indexes",
     "pod_group_spec_update",
     "replacing_merge_patch",
     "service_spec_patch",
@@ -83,6 +90,7 @@ __all__ = [
     "ssh_secret_has_key_pair",
     "sync_scheduling_directives",
     "template_overrides_restart_policy",
+    "without_completed_indexes",
     "worker_job_name",
     "worker_job_scale_patch",
 ]

@@ -81,3 +81,36 @@ def worker_job_scale_patch(existing: JSONDict, replicas: int) -> JSONDict | None
     if spec.get("parallelism") == replicas and spec.get("completions") == replicas:
         return None
     return {"spec": {"parallelism": replicas, "completions": replicas}}
+
+
+def parse_indexes(text: object) -> set[int]:
+    """The indexes of an Indexed Job's ``status.completedIndexes`` (``"1,3-5"``: ranges and single indexes)."""
+    found: set[int] = set()
+    for part in text.split(",") if isinstance(text, str) else []:
+        first, dash, last = part.strip().partition("-")
+        if first.isdigit() and (last.isdigit() or not dash):
+            found.update(range(int(first), int(last or first) + 1))
+    return found
+
+
+def format_indexes(indexes: set[int]) -> str:
+    """``indexes`` as the Job controller writes them (``orderedIntervals.String``): ascending, a run of three or more
+    consecutive indexes as ``first-last``, a run of two as ``first,last``."""
+    runs: list[list[int]] = []
+    for index in sorted(indexes):
+        if runs and runs[-1][1] + 1 == index:
+            runs[-1][1] = index
+        else:
+            runs.append([index, index])
+    return ",".join(str(first) if first == last else f"{first}{',' if last == first + 1 else '-'}{last}"
+                    for first, last in runs)
+
+
+def without_completed_indexes(status: JSONDict, lost: set[int]) -> JSONDict | None:
+    """The worker Job's ``status`` with the indexes ``lost`` taken out of ``completedIndexes`` (and ``succeeded``, its
+    count, lowered to match), so the Job controller makes a pod for each again; None when it lists none of them."""
+    completed = parse_indexes(status.get("completedIndexes"))
+    if not completed & lost:
+        return None
+    left = completed - lost
+    return {**status, "completedIndexes": format_indexes(left), "succeeded": len(left)}

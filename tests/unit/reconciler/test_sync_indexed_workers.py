@@ -294,6 +294,86 @@ async def test_a_worker_pod_the_webhook_did_not_rank_is_reported_once() -> None:
     assert [e for e in world.cluster.events if e.reason == "WorkerWithoutReplicaIndex"] == []
 
 
+# ---- a worker that ended Succeeded (sshd exits 0 on SIGTERM): the Job controller counts its index completed
+
+LOST_MESSAGE = ("worker index 1 (test-worker-1) ended Succeeded and its pod is gone: the Job controller does not "
+                "replace a completed index, so it is taken out of test-worker's status.completedIndexes and the "
+                "worker is made again")
+
+
+def lost_worker_world(launcher_running: bool) -> World:
+    """Two workers: index 0 Running, index 1 deleted, its pod ended Succeeded and gone, its index completed; the
+    launcher held (WaitForWorkersReady) or running."""
+    world = World(indexed_job(2, launcherCreationPolicy="WaitForWorkersReady"))
+    add_dependencies(world)
+    job = given_worker_job(world)
+    world.cluster.given(JOBS, {**job, "status": {"active": 1, "succeeded": 1, "completedIndexes": "1"}})
+    given_pod(world, 0, "Running")
+    if launcher_running:
+        world.add_launcher(suspend=False, pods=[{"phase": "Running"}])
+    else:
+        world.add_launcher(suspend=True)
+    return world
+
+
+def job_writes(world: World) -> list[tuple[str, str, JSONDict]]:
+    return [(verb, name, body.get("status", body)) for verb, plural, name, body in world.cluster.writes
+            if plural == "jobs"]
+
+
+@pytest.mark.parametrize("launcher_running", [False, True], ids=["launcher-held", "launcher-running"])
+async def test_a_completed_index_whose_pod_is_gone_is_made_again(launcher_running: bool) -> None:
+    """As the Pods backend makes a deleted worker again: the index leaves status.completedIndexes (the Job read
+    fresh), nothing is deleted, the other workers stay; one Warning event, not repeated once the Job shows it."""
+    world = lost_worker_world(launcher_running)
+    await world.sync()
+    assert job_writes(world) == [("update_status", "test-worker", {"active": 1, "succeeded": 0,
+                                                                   "completedIndexes": ""})]
+    assert ("jobs", "test-worker") in world.cluster.reads
+    assert [e for e in world.cluster.events if e.reason == "WorkerIndexCompleted"] == [
+        Event("Warning", "WorkerIndexCompleted", LOST_MESSAGE)]
+    world.cluster.events.clear()
+    world.cluster.writes.clear()
+    world.cluster.catch_up()
+    await world.sync()
+    assert job_writes(world) == []
+    assert [e for e in world.cluster.events if e.reason == "WorkerIndexCompleted"] == []
+
+
+async def test_a_completed_index_the_job_no_longer_lists_is_left_alone() -> None:
+    """The cache is behind: the Job read fresh already lists no such index (the Job controller made it again)."""
+    world = lost_worker_world(launcher_running=False)
+    assert world.job is not None
+    fresh = given_worker_job(world)
+    world.cluster.server[("jobs", "default", "test-worker")] = {**fresh, "status": {"active": 2}}
+    await world.sync()
+    assert job_writes(world) == []
+    assert [e for e in world.cluster.events if e.reason == "WorkerIndexCompleted"] == []
+
+
+@pytest.mark.parametrize("deleting", [False, True], ids=["pod-kept", "pod-being-deleted"])
+async def test_a_completed_index_whose_pod_is_still_there_is_left_alone(deleting: bool) -> None:
+    """A Succeeded pod that stays stands for its index (under Pods it stays Succeeded too); one being deleted still
+    holds the Job controller's tracking finalizer, which counts it again: the index waits until the pod is gone."""
+    world = lost_worker_world(launcher_running=False)
+    given_pod(world, 1, "Succeeded", deleting=deleting)
+    await world.sync()
+    assert job_writes(world) == []
+    assert [e for e in world.cluster.events if e.reason == "WorkerIndexCompleted"] == []
+
+
+async def test_a_completed_index_beyond_the_replicas_is_left_alone() -> None:
+    """A scale-down's: the Job controller drops indexes beyond completions itself."""
+    world = World(indexed_job(1))
+    add_dependencies(world)
+    job = given_worker_job(world)
+    world.cluster.given(JOBS, {**job, "status": {"active": 1, "succeeded": 1, "completedIndexes": "1"}})
+    given_pod(world, 0, "Running")
+    world.add_launcher(suspend=False, pods=[{"phase": "Running"}])
+    await world.sync()
+    assert [w for w in job_writes(world) if w[0] == "update_status"] == []
+
+
 # ---- the failurePolicy (v2) through the worker Job
 
 def policy_world(rules: list[JSONDict], attempt: int = 0) -> World:

@@ -9,6 +9,7 @@ import pytest
 
 from reconciler.mpijob import builders
 from reconciler.mpijob.builders import GangScheduling
+from reconciler.mpijob.builders.worker_job import format_indexes
 from reconciler.mpijob.caches import Caches, slim_job, slim_pod, slim_service
 from reconciler.mpijob.worker_backends import chosen_worker_backend, with_backend_label
 from shared.jsondict import JSONDict
@@ -175,9 +176,11 @@ def test_only_an_indexed_job_s_service_is_labelled() -> None:
 
 
 def test_the_cache_keeps_a_worker_job_s_size_and_its_pods_index_and_hostname() -> None:
-    worker_job = {**_worker_job(), "status": {"active": 3}}
+    worker_job = {**_worker_job(), "status": {"active": 2, "succeeded": 1, "completedIndexes": "1",
+                                              "uncountedTerminatedPods": {}}}
     assert slim_job(copy.deepcopy(worker_job)) == {
-        "kind": "Job", "metadata": worker_job["metadata"], "status": {"active": 3},
+        "kind": "Job", "metadata": worker_job["metadata"],
+        "status": {"active": 2, "succeeded": 1, "completedIndexes": "1"},
         "spec": {"suspend": False, "completionMode": "Indexed", "parallelism": 3, "completions": 3}}
     launcher = builders.build_launcher_job(_job())
     assert slim_job(launcher)["spec"] == {"suspend": False}, "a launcher's as before"  # type: ignore[index]
@@ -193,3 +196,29 @@ def test_the_cache_keeps_a_worker_job_s_size_and_its_pods_index_and_hostname() -
     plain = slim_pod({**builders.build_worker(_job(), 2), "status": {"phase": "Running"}})
     assert plain is not None
     assert "spec" not in plain, "a plain worker's slim pod is as before"
+
+
+@pytest.mark.parametrize(("text", "indexes", "written"), [
+    pytest.param(None, set(), "", id="none"),
+    pytest.param("", set(), "", id="empty"),
+    pytest.param("3", {3}, "3", id="one"),
+    pytest.param("1,2", {1, 2}, "1,2", id="a-run-of-two-is-two-indexes"),
+    pytest.param("0,2-4,7,9-10", {0, 2, 3, 4, 7, 9, 10}, "0,2-4,7,9,10", id="runs"),
+    pytest.param("1,x,3-", {1}, "1", id="malformed-parts-skipped"),
+])
+def test_completed_indexes_are_read_and_written_as_the_job_controller_does(text: object, indexes: set[int],
+                                                                            written: str) -> None:
+    assert builders.parse_indexes(text) == indexes
+    assert format_indexes(indexes) == written
+
+
+@pytest.mark.parametrize(("status", "lost", "expected"), [
+    pytest.param({"active": 3, "succeeded": 1, "completedIndexes": "1"}, {1},
+                 {"active": 3, "succeeded": 0, "completedIndexes": ""}, id="the-only-one"),
+    pytest.param({"succeeded": 4, "completedIndexes": "0,2-4"}, {3, 5},
+                 {"succeeded": 3, "completedIndexes": "0,2,4"}, id="from-a-run"),
+    pytest.param({"succeeded": 1, "completedIndexes": "2"}, {1}, None, id="not-listed"),
+    pytest.param({"active": 2}, {1}, None, id="none-completed"),
+])
+def test_a_lost_index_leaves_the_completed_ones(status: JSONDict, lost: set[int], expected: JSONDict | None) -> None:
+    assert builders.without_completed_indexes(status, lost) == expected

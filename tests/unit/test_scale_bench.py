@@ -233,8 +233,9 @@ def test_the_backends_summary_compares_pods_and_indexed_job_per_size_and_control
         "",
         "| workers | kube-controller-manager client limits | worker backend | pods created by the workers' creator "
         "(IndexedJob: the launcher's pod too) | POST to all created, s "
-        "| to all Running, s | ms per worker to all created | ours' requests | the creator's writes per pod (IndexedJob: all "
-        "of kube-controller-manager's, its Endpoints and EndpointSlices too) |",
+        "| to all Running, s | ms per worker to all created | ours' requests "
+        "| the creator's writes per pod (IndexedJob: all of kube-controller-manager's, its Endpoints and "
+        "EndpointSlices too) |",
         "|---|---|---|---|---|---|---|---|---|",
         "| 10,000 | defaults (20 QPS, burst 30) | Pods (ours creates the workers) | 10,000 | 40.0 | 90.0 | 4.00 "
         "| 10,010 | 1.00 |",

@@ -225,8 +225,9 @@ def backends_lines(data: dict[str, Any]) -> list[str]:
         "",
         "| workers | kube-controller-manager client limits | worker backend | pods created by the workers' creator "
         "(IndexedJob: the launcher's pod too) | POST to all created, s "
-        "| to all Running, s | ms per worker to all created | ours' requests | the creator's writes per pod (IndexedJob: all "
-        "of kube-controller-manager's, its Endpoints and EndpointSlices too) |",
+        "| to all Running, s | ms per worker to all created | ours' requests "
+        "| the creator's writes per pod (IndexedJob: all of kube-controller-manager's, its Endpoints and "
+        "EndpointSlices too) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for workers in sizes:

@@ -57,7 +57,8 @@ def build_worker_job_template(job: MPIJob, gang: GangScheduling | None = None, *
 def build_worker_job(job: MPIJob, gang: GangScheduling | None = None, *, cluster_domain: str = "") -> JSONDict:
     """Job ``<job>-worker``: Indexed, ``parallelism = completions =`` the worker replicas, pods replaced only once
     failed, a backoff limit it never reaches (``NEVER_FAILS``), labels ``{app: <job>}``, controlled by the MPIJob.
-    Never suspended: it is made only for a job that runs (a Job that was ever suspended gets no native gang)."""
+    Never suspended: it is made only for a job that runs, so each resume gets a new Job, and with ``WorkloadWithJob``
+    a new gang, sized to the job at that time."""
     replicas = worker_replicas(job)
     return {
         "apiVersion": "batch/v1",

@@ -176,6 +176,12 @@ def _ca_bundles(cluster: RealNodeCluster) -> dict[str, list[bytes]]:
     return bundles
 
 
+def injected(ca: bytes) -> dict[str, list[bytes]]:
+    """``ca`` in every webhook of both configurations: the mutating one has two (the MPIJob defaulter and the
+    IndexedJob worker pods' rank label), the validating one one."""
+    return {"mutating": [ca, ca], "validating": [ca]}
+
+
 def _conversion_bundle(cluster: RealNodeCluster) -> bytes | None:
     webhook = cluster.rest.get(CRD_PATH)["spec"]["conversion"].get("webhook")
     return _b64(webhook["clientConfig"].get("caBundle", "")) if webhook else None
@@ -220,7 +226,7 @@ def test_certificates_issued_injected_and_a_job_runs(real_cluster: RealNodeClust
     assert serving.issuer == ca_cert.subject
     assert serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
         x509.DNSName) == [WEBHOOK, f"{WEBHOOK}.{NAMESPACE}", SERVICE_NAME, f"{SERVICE_NAME}.cluster.local"]
-    assert _ca_bundles(real_cluster) == {"mutating": [ca], "validating": [ca]}
+    assert _ca_bundles(real_cluster) == injected(ca)
     assert _conversion_bundle(real_cluster) is None, "the chart's default CRD has no conversion webhook"
     assert set(_served_serials(real_cluster, ca).values()) == {serving.serial_number}
 
@@ -338,7 +344,7 @@ def test_forced_renewal_under_admission_load_fails_no_request(real_cluster: Real
     assert load.counts == Counter({f"{what}: ok": load.rounds for what in load.requests()})
     assert after["status"]["revision"] == before["status"]["revision"] + 1
     assert _secret(real_cluster, TLS_SECRET)["ca.crt"] == ca
-    assert _ca_bundles(real_cluster) == {"mutating": [ca], "validating": [ca]}
+    assert _ca_bundles(real_cluster) == injected(ca)
     assert _conversion_bundle(real_cluster) == ca
     assert sorted(p["metadata"]["name"] for p in _webhook_pods(real_cluster)) == pods, "no pod restarted"
 
@@ -365,7 +371,7 @@ def test_kustomize_default_install_issues_and_injects(real_cluster: RealNodeClus
         assert _ready(real_cluster, "mpijob-webhook")
         ca, tls = _secret(real_cluster, CA_SECRET)["tls.crt"], _secret(real_cluster, TLS_SECRET)
         assert tls["ca.crt"] == ca
-        assert _ca_bundles(real_cluster) == {"mutating": [ca], "validating": [ca]}
+        assert _ca_bundles(real_cluster) == injected(ca)
         assert set(_served_serials(real_cluster, ca).values()) == {_serial(tls["tls.crt"])}
         job = upstream_pi("openmpi", "pi")
         dry = real_cluster.rest.create(f"/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs?dryRun=All",

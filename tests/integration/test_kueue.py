@@ -381,6 +381,75 @@ def test_high_priority_job_preempts_the_running_low_priority_one(jobs: Jobs, que
     wait_finished_workload(queues, jobs, "low")
 
 
+# ---- 2a. the IndexedJob worker backend under Kueue
+BATCH = "batch/v1"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+RANK_LABEL = "training.kubeflow.org/replica-index"
+
+
+def indexed(job: JSON) -> JSON:
+    job["metadata"]["annotations"] = {"mpijobs.kubeflow.org/worker-backend": "IndexedJob"}
+    return job
+
+
+def indexed_workers_placed(jobs: Jobs, queues: Queues, job: str, flavor_nodes: list[str]) -> JSON:
+    """The admitted job's worker Job carries Kueue's marks and the flavor's placement in its pod template, and its
+    two pods run on the flavor's nodes with their rank label (the webhook's pod mutation); the worker Job."""
+    stored = jobs.get(job)
+    workload = queues.workload(stored)
+    assert workload is not None
+    worker_job = until(lambda: jobs.object("jobs", f"{job}-worker", BATCH), timeout=60, what=f"{job}'s worker Job")
+    assert not worker_job["spec"].get("suspend")
+    template = worker_job["spec"]["template"]
+    assert template["spec"]["nodeSelector"] == {POOL_LABEL: POOL}
+    assert template["spec"]["tolerations"] == [FLAVOR_TOLERATION]
+    assert template["metadata"]["labels"].items() >= {
+        PODSET_LABEL: "worker", "kueue.x-k8s.io/cluster-queue-name": workload["status"]["admission"]["clusterQueue"],
+        "mpijobs.kubeflow.org/worker-job": job}.items()
+    assert template["metadata"]["annotations"]["kueue.x-k8s.io/workload"] == workload["metadata"]["name"]
+    pods = jobs.wait_workers(job, 2, "Running", timeout=90)
+    assert sorted((p["metadata"]["labels"][COMPLETION_INDEX], p["metadata"]["labels"][RANK_LABEL],
+                   p["spec"]["hostname"]) for p in pods) == [("0", "0", f"{job}-worker-0"),
+                                                             ("1", "1", f"{job}-worker-1")]
+    for pod in pods:
+        assert pod["spec"]["nodeName"] in flavor_nodes, pod["metadata"]["name"]
+        assert pod["metadata"]["ownerReferences"][0]["uid"] == worker_job["metadata"]["uid"]
+    return worker_job
+
+
+def test_indexed_job_workers_follow_admission_and_preemption(jobs: Jobs, queues: Queues,
+                                                             flavor_nodes: list[str]) -> None:
+    """Kueue sees only the MPIJob: a queued job has no worker Job; admission brings one, unsuspended, its pods placed
+    on the flavor and ranked; preemption (Kueue suspends the MPIJob) deletes it with its pods, and the next admission
+    makes a new one under the same name and hostnames."""
+    for name, value in (("low", 100), ("high", 1000)):
+        queues.create("workloadpriorityclasses", {"kind": "WorkloadPriorityClass",
+                                                  "metadata": {"name": f"idx-{name}-{jobs.ns[-6:]}"}, "value": value})
+    queue = queues.queue(cpu=JOB_CPU, preemption={"withinClusterQueue": "LowerPriority"})
+    jobs.create(indexed(queued_job("low", queue, priority=f"idx-low-{jobs.ns[-6:]}")))
+    jobs.wait_condition("low", "Running", timeout=90)
+    first = indexed_workers_placed(jobs, queues, "low", flavor_nodes)
+
+    jobs.create(indexed(queued_job("high", queue, priority=f"idx-high-{jobs.ns[-6:]}")))
+    wait_workload(queues, jobs, "low", "Evicted", timeout=60)
+    jobs.wait_gone("jobs", "low-worker", BATCH, timeout=60)
+    wait_for(lambda: not jobs.workers("low") and not launcher_pods(jobs, "low"), timeout=60,
+             what="the low job's pods deleted")
+    jobs.wait_condition("high", "Running", timeout=90)
+    indexed_workers_placed(jobs, queues, "high", flavor_nodes)
+    assert jobs.object("jobs", "low-worker", BATCH) is None, "a preempted job makes no worker Job"
+    finish_launcher(jobs, "high")
+    jobs.wait_condition("high", "Succeeded", timeout=60)
+    wait_finished_workload(queues, jobs, "high")
+
+    jobs.wait_condition("low", "Running", timeout=90)  # admitted again
+    second = indexed_workers_placed(jobs, queues, "low", flavor_nodes)
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    finish_launcher(jobs, "low")
+    jobs.wait_condition("low", "Succeeded", timeout=60)
+    wait_finished_workload(queues, jobs, "low")
+
+
 # ---- 2b. native gangs follow admission
 NATIVE_GANG = "scheduling.k8s.io/v1alpha2"
 

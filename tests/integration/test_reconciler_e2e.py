@@ -144,10 +144,17 @@ def test_wait_for_workers_ready(jobs: Jobs, cluster: LocalCluster) -> None:
     finally:
         for node in nodes:
             cluster.kubectl("uncordon", node, check=True)
+
+    def ready_times() -> list[str] | None:
+        """Both workers' Ready times, read while they exist (once the launcher has run, kwok ends it and the
+        workers are deleted: cleanPodPolicy Running)."""
+        times = [next((c["lastTransitionTime"] for c in (p.get("status") or {}).get("conditions") or []
+                       if c["type"] == "Ready" and c["status"] == "True"), "") for p in jobs.workers("pi")]
+        return times if len(times) == 2 and all(times) else None
+
+    ready = until(ready_times, timeout=60, what="both workers Ready")
     launcher = jobs.wait_launcher("pi")
-    ready_times = [next(c["lastTransitionTime"] for c in p["status"]["conditions"] if c["type"] == "Ready")
-                   for p in jobs.workers("pi")]
-    assert launcher["metadata"]["creationTimestamp"] >= max(ready_times)
+    assert launcher["metadata"]["creationTimestamp"] >= max(ready)
     jobs.wait_condition("pi", "Succeeded", timeout=90)
 
 

@@ -199,8 +199,15 @@ def test_watch_through_each_version(cluster: LocalCluster, webhook: OperatorWebh
     for api_version, name in (("kubeflow.org/v2", "made-as-v2"), ("kubeflow.org/v2beta1", "made-as-v2beta1")):
         created = kubectl(cluster, namespace, "create", "-f", "-", obj=job(api_version, name, {}))
         assert created.returncode == 0, created.stderr
-    status, text = cluster.rest.request_raw(
-        "GET", f"/apis/kubeflow.org/{version}/namespaces/{namespace}/mpijobs?watch=1&timeoutSeconds=2")
+
+    def watched() -> tuple[int, str] | None:
+        """The watch's answer; None while the API server answers 429 "storage is (re)initializing" (its watch cache
+        of a version just served, or of a CRD just changed by an earlier test: it asks the client to retry)."""
+        answer = cluster.rest.request_raw(
+            "GET", f"/apis/kubeflow.org/{version}/namespaces/{namespace}/mpijobs?watch=1&timeoutSeconds=2")
+        return None if answer[0] == 429 else answer
+
+    status, text = until(watched, timeout=30, interval=1.0, what="the API server's watch cache of MPIJobs ready")
     assert status == 200, text
     events = [json.loads(line) for line in text.splitlines() if line]
     # a reconciler of an earlier test may write the jobs' status meanwhile (MODIFIED, in the same version)

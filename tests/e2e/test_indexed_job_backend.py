@@ -33,14 +33,13 @@ from tests.e2e.held import held_pi, is_running, let_go, wait_held
 from tests.e2e.jobs import (
     apply,
     assert_pi,
-    assert_ranks_on,
     reconciler_flag,
     reconciler_syncs,
     run_to_success,
     upstream_pi,
     wait_synced_again,
 )
-from tests.e2e.test_netcheck import ALLREDUCE, BANDWIDTH, LATENCY, netcheck_job
+from tests.e2e.test_netcheck import assert_netcheck, netcheck_job
 
 BACKEND = "mpijobs.kubeflow.org/worker-backend"
 INDEX = "batch.kubernetes.io/job-completion-index"  # the Job controller's label
@@ -262,17 +261,7 @@ def test_netcheck_waits_for_ready_indexed_job_workers(real_cluster: LocalCluster
     assert_job_workers(real_cluster, namespace, "netcheck", 2)
     outcome, final = wait_finished(real_cluster, namespace, "netcheck")
     assert outcome == "Succeeded", f"{conditions(final)}\n{diagnostics(real_cluster, namespace)}"
-    log = launcher_log(real_cluster, namespace, "netcheck")
-    assert_ranks_on(log, ["netcheck-worker-0", "netcheck-worker-1"])
-    latency, bandwidth, allreduce = LATENCY.search(log), BANDWIDTH.search(log), ALLREDUCE.search(log)
-    assert latency, log
-    assert bandwidth, log
-    assert allreduce, log
-    assert {latency.group(1).split(".")[0], latency.group(2).split(".")[0]} == {
-        "netcheck-worker-0", "netcheck-worker-1"}, log
-    assert "netcheck: OK" in log.splitlines(), log
-    print(f"\nnetcheck openmpi, IndexedJob workers: latency {latency.group(3)} us, bandwidth {bandwidth.group(1)} "
-          f"MB/s, allreduce 8 MiB {allreduce.group(1)} ms", file=sys.stderr)
+    assert_netcheck(launcher_log(real_cluster, namespace, "netcheck"), "openmpi, IndexedJob workers")
 
 
 def test_failing_launcher_ends_failed_with_its_reason(real_cluster: LocalCluster, namespace: str) -> None:

@@ -47,6 +47,12 @@ def netcheck_job(mpi: str) -> JSON:
 @pytest.mark.parametrize("mpi", list(IMPLEMENTATION))
 def test_netcheck_exchanges_between_workers(real_cluster: RealNodeCluster, namespace: str, mpi: str) -> None:
     log, _ = run_to_success(real_cluster, namespace, netcheck_job(mpi))
+    assert_netcheck(log, mpi)
+
+
+def assert_netcheck(log: str, label: str) -> None:
+    """Both ranks on the two workers, the latency measured between them, a bandwidth, the allreduce and the OK line;
+    the figures printed under ``label``."""
     assert_ranks_on(log, ["netcheck-worker-0", "netcheck-worker-1"])
     latency, bandwidth, allreduce = LATENCY.search(log), BANDWIDTH.search(log), ALLREDUCE.search(log)
     assert latency, log
@@ -55,5 +61,5 @@ def test_netcheck_exchanges_between_workers(real_cluster: RealNodeCluster, names
     assert {latency.group(1).split(".")[0], latency.group(2).split(".")[0]} == {
         "netcheck-worker-0", "netcheck-worker-1"}, log
     assert "netcheck: OK" in log.splitlines(), log
-    print(f"\nnetcheck {mpi}: latency {latency.group(3)} us, bandwidth {bandwidth.group(1)} MB/s, "
+    print(f"\nnetcheck {label}: latency {latency.group(3)} us, bandwidth {bandwidth.group(1)} MB/s, "
           f"allreduce 8 MiB {allreduce.group(1)} ms", file=sys.stderr)

@@ -388,7 +388,10 @@ RANK_LABEL = "training.kubeflow.org/replica-index"
 
 
 def indexed(job: JSON) -> JSON:
+    """``job`` with the IndexedJob backend; its workers labelled to hang: kwok completes every pod a Job owns
+    within half a second otherwise (hack/devcluster/kwok-stages/test-pod-succeed.yaml)."""
     job["metadata"]["annotations"] = {"mpijobs.kubeflow.org/worker-backend": "IndexedJob"}
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"] = {"labels": dict(HANG)}
     return job
 
 

@@ -139,6 +139,15 @@ def test_a_measured_scale_run_fills_the_summary() -> None:
         "peak RSS 1.00x, API writes per pod 1.00x; time to all created against the floor's (W / C_sched): ours "
         "1.20x, Go 6.00x.",
         "",
+        "Targets (medians of the rounds' ratios):",
+        "",
+        "- Ours' time to all created below the Go operator's at every size: met.",
+        "- Ours' time to all Running below the Go operator's at every size: met.",
+        "- Ours' peak RSS below the Go operator's at every size: **missed** (one job of 10,000 workers 1.00x).",
+        "- Ours' API writes per pod at most the Go operator's at every size: met.",
+        "- Ours' CPU-seconds per pod at most the Go operator's at every size: met.",
+        "- Ours within 1.15x of the API server's floor at W = 10,000 (time to all created): 1.20x, **missed**.",
+        "",
     ]
 
 
@@ -154,8 +163,11 @@ def test_ratios_pair_the_operators_within_each_round_and_the_cost_per_pod_is_com
         "- one job of 10,000 workers: ours against Go: all created 0.27x (0.20-0.33), all Running 0.49x (0.38-0.60), "
         "CPU per pod 1.00x (1.00-1.00), peak RSS 1.00x (1.00-1.00), API writes per pod 1.00x (1.00-1.00).",
     ]
-    assert lines[-2] == ("- Cost per pod, time to all created per pod at W = 10,000 over W = 1,000 (1.00x is flat): "
-                         "ours 1.08x, Go v0.8.2 1.05x.")
+    assert lines[-11] == ("- Cost per pod, time to all created per pod at W = 10,000 over W = 1,000 (1.00x is flat): "
+                          "ours 1.08x, Go v0.8.2 1.05x.")
+    assert lines[-3:] == [
+        "- Ours' CPU-seconds per pod at most the Go operator's at every size: met.",
+        "- Ours' cost per pod flat, W = 10,000 within 1.2x of W = 1,000: 1.08x, met.", ""]
 
 
 def test_the_overflow_table_says_what_each_operator_did() -> None:

@@ -1,5 +1,5 @@
 """The scale part of docs/benchmarks.md's summary (``scale.json``): a row per scenario, size and operator (medians
-(min-max) over the rounds), the ratios taken within each round, the targets of issue 36, and the overflow."""
+(min-max) over the rounds), the ratios taken within each round, each target met or missed, and the overflow."""
 
 from __future__ import annotations
 
@@ -91,19 +91,67 @@ def ratio_line(scale: dict[str, Any], scenario: str, workers: int) -> str:
     return text + "."
 
 
+def per_pod_growth(scale: dict[str, Any], kind: str, small: int, large: int) -> float | None:
+    """The median time to all created per pod at W = ``large`` over W = ``small`` (1.0 is flat); None unmeasured."""
+    per_pod = {w: [r["all_created"] / r["pods"] for r in runs_of(scale, kind, "one", w)] for w in (small, large)}
+    if not per_pod[small] or not per_pod[large]:
+        return None
+    return float(statistics.median(per_pod[large]) / statistics.median(per_pod[small]))
+
+
 def flat_cost_line(scale: dict[str, Any], sizes: list[int]) -> str:
     """Time per pod at the largest W over the smallest, per operator (the rounds' medians)."""
     if len(sizes) < 2:
         return ""
     small, large = sizes[0], sizes[-1]
-    parts = []
-    for kind in ("ours", "go", "floor"):
-        per_pod = {w: [r["all_created"] / r["pods"] for r in runs_of(scale, kind, "one", w)] for w in (small, large)}
-        if per_pod[small] and per_pod[large]:
-            parts.append(f"{label(kind, scale)} "
-                         f"{statistics.median(per_pod[large]) / statistics.median(per_pod[small]):.2f}x")
+    parts = [f"{label(kind, scale)} {growth:.2f}x" for kind in ("ours", "go", "floor")
+             if (growth := per_pod_growth(scale, kind, small, large)) is not None]
     return (f"- Cost per pod, time to all created per pod at W = {large:,} over W = {small:,} (1.00x is flat): "
             f"{', '.join(parts)}.") if parts else ""
+
+
+# (what, the runs' value, the bound ours/Go's median ratio must stay within, "below" when it must stay under it)
+GO_TARGETS: tuple[tuple[str, Callable[[Run], float], float, bool], ...] = (
+    ("time to all created", lambda r: float(r["all_created"]), 1.0, True),
+    ("time to all Running", lambda r: float(r["all_running"]), 1.0, True),
+    ("peak RSS", lambda r: float(r["peak_rss_kb"]), 1.0, True),
+    ("API writes per pod", writes_per_pod, 1.0, False),
+    ("CPU-seconds per pod", lambda r: float(r["cpu"]) / float(r["pods"]), 1.0, False),
+)
+FLOOR_TARGET = 1.15  # ours' time to all created within this of the floor's, at the largest W
+FLAT_TARGET = 1.2  # ours' time per pod at the largest W within this of the smallest W's
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "**missed**"
+
+
+def target_lines(scale: dict[str, Any], sizes: list[int], many: list[int]) -> list[str]:
+    """Each target against the medians of the rounds' ratios: met or missed, and where it was missed."""
+    cases = [("one", w) for w in sizes] + [("many", w) for w in many]
+    name = {case: SCENARIOS[case[0]].format(jobs=(runs_of(scale, "ours", *case) or [{"jobs": 0}])[0]["jobs"],
+                                            workers=case[1]) for case in cases}
+    lines = []
+    for what, value, bound, strictly in GO_TARGETS:
+        medians = {case: statistics.median(found) for case in cases
+                   if (found := paired(scale, case[0], case[1], ("ours", "go"), value))}
+        if not medians:
+            continue
+        missed = [f"{name[case]} {m:.2f}x" for case, m in medians.items() if (m >= bound if strictly else m > bound)]
+        rule = "below" if strictly else "at most"
+        lines.append(f"- Ours' {what} {rule} the Go operator's at every size: {verdict(not missed)}"
+                     + (f" ({', '.join(missed)})" if missed else "") + ".")
+    if sizes:
+        large = sizes[-1]
+        floor = paired(scale, "one", large, ("ours", "floor"), lambda r: float(r["all_created"]))
+        if floor:
+            at = statistics.median(floor)
+            lines.append(f"- Ours within {FLOOR_TARGET:.2f}x of the API server's floor at W = {large:,} (time to all "
+                         f"created): {at:.2f}x, {verdict(at <= FLOOR_TARGET)}.")
+    if len(sizes) >= 2 and (flat := per_pod_growth(scale, "ours", sizes[0], sizes[-1])) is not None:
+        lines.append(f"- Ours' cost per pod flat, W = {sizes[-1]:,} within {FLAT_TARGET:.1f}x of W = {sizes[0]:,}: "
+                     f"{flat:.2f}x, {verdict(flat <= FLAT_TARGET)}.")
+    return ["Targets (medians of the rounds' ratios):", "", *lines, ""] if lines else []
 
 
 def overflow_lines(scale: dict[str, Any]) -> list[str]:
@@ -165,7 +213,7 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
     if any(extra):
         lines += ["Within each round (medians (min-max) of the rounds' ratios; below 1 is ours cheaper or faster):",
                   "", *(line for line in extra if line), ""]
-    return [*lines, *overflow_lines(scale)]
+    return [*lines, *target_lines(scale, sizes, many), *overflow_lines(scale)]
 
 
 # ---- the worker backends side by side (``--compare-backends``: scale-backends.json)

@@ -12,7 +12,7 @@ import orjson
 
 from hack.bench.scale.__main__ import parse_args, scenarios_of, worker_creator
 from hack.bench.scale.audit import from_audit, stamp
-from hack.bench.scale.scenarios import bench_job, floor_pods, long_names
+from hack.bench.scale.scenarios import bench_job, floor_pods, floor_services, long_names
 from hack.bench.scale.summary import backends_lines, scale_lines
 from hack.devcluster.mpijobs import mpijob
 from shared.api import MPIJob, defaulted_dict
@@ -77,12 +77,26 @@ def test_the_floor_is_counted_from_its_own_client(tmp_path: Path) -> None:
 
 
 def test_the_floors_pods_are_the_workers_the_reconciler_builds_without_an_owner() -> None:
-    pod = floor_pods("scale", 3)(2)
+    pod = floor_pods("scale", 1, 3)(2)
     assert pod["metadata"] == {
         "name": "bench-worker-2", "namespace": "scale", "ownerReferences": [],
         "labels": {"training.kubeflow.org/operator-name": "mpi-operator", "training.kubeflow.org/job-name": "bench",
                    "training.kubeflow.org/job-role": "worker", "training.kubeflow.org/replica-index": "2"}}
     assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == ("bench-worker-2", "bench")
+
+
+def test_the_floors_pods_of_many_jobs_are_each_jobs_workers_and_each_job_has_its_service() -> None:
+    pod = floor_pods("scale", 3, 4)(9)
+    assert (pod["metadata"]["name"], pod["metadata"]["labels"]["training.kubeflow.org/job-name"],
+            pod["spec"]["subdomain"]) == ("j0002-worker-1", "j0002", "j0002")
+    services = floor_services("scale", 3, 4)
+    assert services[2] == {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "j0002", "namespace": "scale", "ownerReferences": [],
+                     "labels": {"app": "j0002"}},
+        "spec": {"clusterIP": "None", "selector": {"training.kubeflow.org/operator-name": "mpi-operator",
+                                                   "training.kubeflow.org/job-name": "j0002"}}}
+    assert [s["metadata"]["name"] for s in services] == ["j0000", "j0001", "j0002"]
 
 
 def test_the_overflow_job_cannot_fit_and_the_sizes_run_in_order() -> None:
@@ -217,7 +231,7 @@ def test_the_workers_of_an_indexed_job_are_counted_from_the_job_controllers_crea
     assert (ours["created"], ours["requests"]) == (0, {"create jobs": 1})
     args = parse_args(["--compare-backends", "--operators", "ours,ours-indexed", "--kcm-limits", "default,raised"])
     assert (args.compare_backends, args.kcm_limits, parse_args([]).kcm_limits, parse_args([]).operators) == (
-        True, "default,raised", "raised", "go,ours,floor")
+        True, "default,raised", "raised", "go,ours,floor,floor-service")
     assert bench_job("bench", 2, hang_workers=True)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"] == {
         "labels": {"test.mpijob/outcome": "hang"}}
     assert "metadata" not in bench_job("bench", 2)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]

@@ -19,6 +19,7 @@ from hack.bench import scale
 from hack.bench.apiload import ApiLoad
 from hack.bench.peer.measure import create_namespace, warm_up
 from hack.bench.peer.operators import RAISED_LIMITS, GoOperator, Operator, OurOperator, Setting
+from hack.bench.procstat import ProcessSample
 from hack.bench.scale.audit import KCM_AGENT, OPERATOR_AGENT, audit_flags
 from hack.bench.scale.plots import plot_per_pod
 from hack.bench.scale.scenarios import floor_run, long_names, operator_run, overflow_run
@@ -30,13 +31,16 @@ from hack.devcluster.operators import REPO_ROOT, OperatorWebhook, build_peer
 CRD = REPO_ROOT / "deploy" / "crds" / "kubeflow.org_mpijobs.yaml"
 RESULTS = benchdoc.RESULTS / "scale.json"
 BACKENDS_RESULTS = benchdoc.RESULTS / "scale-backends.json"  # --compare-backends
+FLOORS_RESULTS = benchdoc.RESULTS / "scale-floors.json"  # --compare-floors
 PLOT = REPO_ROOT / "docs" / "img" / "scale-per-pod.png"
 PODS_PER_NODE = 1000
 CPU_METHOD = ("utime+stime of /proc/<pid>/stat (every thread of the process) from the first MPIJob POST until "
               "every pod is Running and the operator idle again (under 0.05 CPU-s in 1 s)")
-KINDS = ("go", "ours", "floor", "ours-indexed")
-DEFAULT_KINDS = ("go", "ours", "floor")
-SHORT = {"ours-indexed": "oidx"}  # in namespace names
+KINDS = ("go", "ours", "floor", "floor-service", "ours-indexed")
+DEFAULT_KINDS = ("go", "ours", "floor", "floor-service")
+# the raw client's runs, and whether each job's Service is created before its pods
+FLOORS = {"floor": False, "floor-service": True}
+SHORT = {"ours-indexed": "oidx", "floor-service": "fsvc"}  # in namespace names
 # ours with every job's workers the pods of one Indexed Job, made by kube-controller-manager's Job controller
 INDEXED_SETTING = Setting("raised", (*RAISED_LIMITS.flags, "--default-worker-backend=IndexedJob"))
 KCM_LIMITS = {"default": KCM_DEFAULT_LIMITS, "raised": KCM_RAISED_LIMITS}
@@ -48,7 +52,7 @@ def worker_creator(kind: str) -> str:
 
 
 def results_path(args: argparse.Namespace) -> Path:
-    return BACKENDS_RESULTS if args.compare_backends else RESULTS
+    return BACKENDS_RESULTS if args.compare_backends else FLOORS_RESULTS if args.compare_floors else RESULTS
 
 
 def say(text: str) -> None:
@@ -64,8 +68,9 @@ def describe(kind: str, name: str, run: dict[str, Any]) -> str:
         return f"{kind} overflow ({run.get('variant', '')}) {run['workers']} workers: {how}"
     head = (f"{kind} {name} {run['jobs']}x{run['workers']}: {run['pods']} pods, created {run['created']} (409: "
             f"{run['already_exists']}), all created {run['all_created']:.1f} s, all Running {run['all_running']:.1f} s")
-    if kind == "floor":
-        return f"{head}, {run['creates_per_second']:.0f} creates/s"
+    if kind in FLOORS:
+        slices = f", EndpointSlices {run['endpoint_slices']} ({run['endpoints']} endpoints)" if FLOORS[kind] else ""
+        return f"{head}, {run['creates_per_second']:.0f} creates/s{slices}"
     top = ", ".join(f"{k} {v}" for k, v in sorted(run["requests"].items(), key=lambda kv: -kv[1])[:6])
     return (f"{head}, found {run['workers_found']}, CPU {run['cpu']:.1f} s ({run['cpu_per_1000_pods']:.2f} s per "
             f"1,000 pods), peak RSS {run['peak_rss_kb'] / 1024:.1f} MiB, ConfigMap {run['configmap_writes']} writes "
@@ -93,6 +98,11 @@ class Session:
         self.audit_log, self.load, self.binary = audit_log, load, binary
         self.kcm_limits = kcm_limits
 
+    def components_cpu(self) -> dict[str, float]:
+        """The CPU-seconds so far of each control-plane component (kube-apiserver, etcd, kube-scheduler, ...)."""
+        return {process.name: ProcessSample.of(process.pid).cpu_seconds for process in self.cluster.processes
+                if process.running()}
+
     def operator(self, kind: str, tag: str) -> Operator:
         if kind == "go":
             assert self.binary is not None
@@ -116,9 +126,10 @@ class Session:
         tag = f"{name}-{workers}-{self.kcm_limits}-r{round_}"
         # as long as every other kind's: the namespace is in every hostfile line, so in the ConfigMap's size
         namespace = f"{name}-{workers}-{SHORT.get(kind, kind)}-r{round_}"
-        if kind == "floor":
+        if kind in FLOORS:
             if name != "overflow":
-                run = await floor_run(self.load, self.audit_log, namespace, jobs, workers, self.args.limit)
+                run = await floor_run(self.load, self.audit_log, namespace, jobs, workers, self.args.limit,
+                                      services=FLOORS[kind], components=self.components_cpu)
                 self.keep(run, operator=kind, scenario=name, round=round_)
             return
         if name == "overflow":
@@ -130,7 +141,8 @@ class Session:
             await warm_up(self.load, f"warm-{kind}-{tag}", operator.pid, operator.alive, 120)
             run = await operator_run(self.load, operator, self.audit_log, namespace, jobs, workers, self.args.limit,
                                      creator=worker_creator(kind), hang_workers=self.args.compare_backends,
-                                     clean_up=not (last and self.args.compare_backends))
+                                     clean_up=not (last and self.args.compare_backends),
+                                     components=self.components_cpu)
         finally:
             operator.stop()
         self.keep(run, operator=kind, scenario=name, round=round_)
@@ -202,7 +214,8 @@ def on_one_control_plane(args: argparse.Namespace, results: dict[str, Any], kind
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=scale.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--operators", default=",".join(DEFAULT_KINDS),
-                        help="of go, ours, floor (the raw client), ours-indexed (ours, the IndexedJob worker backend)")
+                        help="of go, ours, floor (the raw client), floor-service (the raw client, each job's Service "
+                             "first), ours-indexed (ours, the IndexedJob worker backend)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--scenarios", default="one,many,overflow",
                         help="one (one job of each --workers), many (--jobs jobs), overflow (a job too large)")
@@ -220,6 +233,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "own 20 QPS, burst 30), raised (200, 400), or default,raised")
     parser.add_argument("--compare-backends", action="store_true",
                         help="the worker backends side by side: results in scale-backends.json, its own summary")
+    parser.add_argument("--compare-floors", action="store_true",
+                        help="ours beside the floor with and without each job's Service, and the control plane's CPU "
+                             "by component: results in scale-floors.json, its own summary")
     parser.add_argument("--add", action="store_true",
                         help="with --compare-backends: keep the runs already in scale-backends.json and add these")
     parser.add_argument("--note", action="append", default=[], help="a note kept in the results file")
@@ -235,6 +251,8 @@ def main() -> None:
         "rounds": args.rounds, "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
         "operator_flags": " ".join(RAISED_LIMITS.flags), "peer_version": args.peer_version,
         "control_plane": control_plane(args), "cpu_method": CPU_METHOD, "notes": args.note, "runs": []}
+    if args.compare_floors:
+        results["benchmark"] = "scale-floors"
     if args.compare_backends:
         results["benchmark"] = "scale-backends"
         results["load_average"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -249,11 +267,11 @@ def main() -> None:
         results["load_average_after"] = f"{results['load_average_after']}; then {after}" if results.get(
             "load_average_after") else after
     benchdoc.write_json(path, results, places=3)
-    if not args.compare_backends:
+    if path == RESULTS:
         plot_per_pod(results, PLOT)
     benchdoc.rewrite()
     say(f"wrote {path.relative_to(REPO_ROOT)}, the summary of docs/benchmarks.md"
-        + ("" if args.compare_backends else f" and {PLOT.relative_to(REPO_ROOT)}"))
+        + (f" and {PLOT.relative_to(REPO_ROOT)}" if path == RESULTS else ""))
 
 
 def added_to(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from hack.bench.peer.operators import Operator
 from hack.bench.procstat import ProcessSample
 from hack.bench.scale.audit import OPERATOR_AGENT, from_audit
 from hack.devcluster.mpijobs import mpijob
-from reconciler.mpijob.builders import build_worker
+from reconciler.mpijob.builders import build_service, build_worker
 from shared.api import MPIJob, defaulted_dict
 
 HANG = {"test.mpijob/outcome": "hang"}  # kwok never completes such a launcher: the job stays live
@@ -30,6 +30,16 @@ WORKER = "training.kubeflow.org/job-role=worker"
 IDLE_CPU = 0.05  # CPU-seconds in one second under which the operator counts as idle
 FLOOR_AGENT = "Python/"  # aiohttp's user agent: the raw client of the floor
 IN_FLIGHT = 32  # concurrent POSTs of the load generator
+ComponentsCpu = Callable[[], dict[str, float]]  # the CPU-seconds so far of each control-plane component
+
+
+def no_components() -> dict[str, float]:
+    return {}
+
+
+def spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU-seconds each component spent between two samples (those alive at both)."""
+    return {name: round(after[name] - before[name], 2) for name in before if name in after}
 
 
 async def not_running(load: ApiLoad, namespace: str) -> int:
@@ -111,21 +121,22 @@ async def all_running_at(load: ApiLoad, audit_log: Path, offset: int, namespace:
 
 async def operator_run(load: ApiLoad, operator: Operator, audit_log: Path, namespace: str, jobs: int, workers: int,
                        limit: float, creator: str = OPERATOR_AGENT, hang_workers: bool = False,
-                       clean_up: bool = True) -> dict[str, Any]:
+                       clean_up: bool = True, components: ComponentsCpu = no_components) -> dict[str, Any]:
     """``jobs`` MPIJobs of ``workers`` workers POSTed at once (32 requests in flight) into ``namespace``, measured
     until every pod is Running and the operator idle; see hack/bench/scale/__init__.py for what is measured. The
     pod creates counted are those of ``creator`` (a user agent prefix): the operator's, or kube-controller-manager's
     when its Job controller makes the workers (the IndexedJob backend), whose requests are then kept too. With
     ``hang_workers`` the workers carry ``HANG`` too: kwok completes every pod a Job owns unless told otherwise.
-    Without ``clean_up`` the namespace stays (the last run on a control plane about to be stopped)."""
+    Without ``clean_up`` the namespace stays (the last run on a control plane about to be stopped). ``components``
+    samples the control plane's CPU: what each component spent from the first POST until every pod ran is kept."""
     offset = await fresh_namespace(load, audit_log, namespace)
     pid = operator.pid
-    before = ProcessSample.of(pid)
+    before, control_plane = ProcessSample.of(pid), components()
     began = time.time()
     gate = asyncio.Semaphore(IN_FLIGHT)
 
     async def post(index: int) -> None:
-        name = "bench" if jobs == 1 else f"j{index:04d}"
+        name = job_name(jobs, index)
         async with gate:
             status, answer = await load.request("POST", MPIJOBS.format(ns=namespace),
                                                 bench_job(name, workers, hang_workers))
@@ -143,6 +154,7 @@ async def operator_run(load: ApiLoad, operator: Operator, audit_log: Path, names
         peak_rss = max(peak_rss, ProcessSample.of(pid).rss_kb)
 
     running_at = await all_running_at(load, audit_log, offset, namespace, expected, creator, limit, sample)
+    control_plane = spent(control_plane, components())
     idle_since = ProcessSample.of(pid).cpu_seconds
     for _ in range(60):  # until the operator is idle again: the status writes and settled ConfigMaps included
         await asyncio.sleep(1)
@@ -166,7 +178,7 @@ async def operator_run(load: ApiLoad, operator: Operator, audit_log: Path, names
         "requests": audit["requests"], "configmap_writes": audit["configmap_writes"],
         "configmap_bytes": audit["configmap_bytes"], "cpu": cpu, "cpu_per_1000_pods": cpu * 1000 / expected,
         "peak_rss_kb": max(peak_rss, after.rss_kb), "rss_kb": after.rss_kb, "hwm_kb": after.peak_rss_kb,
-        "endpoint_slices": slices, "endpoints": endpoints,
+        "endpoint_slices": slices, "endpoints": endpoints, "control_plane_cpu": control_plane,
     }
     if made is not audit:
         result.update(worker_creator=creator, creator_requests=made["requests"],
@@ -184,38 +196,69 @@ def bench_job(name: str, workers: int, hang_workers: bool = False) -> dict[str, 
     return job
 
 
-def floor_pods(namespace: str, count: int) -> Callable[[int], dict[str, Any]]:
-    """Worker ``index`` of a ``count``-worker job ``bench`` as the reconciler builds it, without its owner (the
-    garbage collector would delete a pod whose owner does not exist)."""
-    job = MPIJob.model_validate(defaulted_dict({**mpijob("bench", count),
-                                                "metadata": {"name": "bench", "namespace": namespace, "uid": "floor"}}))
+def job_name(jobs: int, index: int) -> str:
+    """The name of job ``index`` of a scenario of ``jobs`` jobs, as ``operator_run`` POSTs it."""
+    return "bench" if jobs == 1 else f"j{index:04d}"
+
+
+def floor_jobs(namespace: str, jobs: int, workers: int) -> list[MPIJob]:
+    """The scenario's MPIJobs as the API server would hold them (defaulted), each with a made-up uid."""
+    return [MPIJob.model_validate(defaulted_dict({**mpijob(job_name(jobs, index), workers), "metadata": {
+        "name": job_name(jobs, index), "namespace": namespace, "uid": f"floor-{index}"}})) for index in range(jobs)]
+
+
+def without_owner(built: dict[str, Any]) -> dict[str, Any]:
+    """An object the reconciler builds, without its owner (the garbage collector would delete an object whose owner
+    does not exist)."""
+    return {**built, "metadata": {**built["metadata"], "ownerReferences": []}}
+
+
+def floor_pods(namespace: str, jobs: int, workers: int) -> Callable[[int], dict[str, Any]]:
+    """Pod ``index`` of the scenario's ``jobs * workers`` worker pods as the reconciler builds them: worker
+    ``index % workers`` of job ``index // workers``, without its owner."""
+    built = floor_jobs(namespace, jobs, workers)
 
     def pod(index: int) -> dict[str, Any]:
-        built = build_worker(job, index)
-        built["metadata"] = {**built["metadata"], "ownerReferences": []}
-        return built
+        return without_owner(build_worker(built[index // workers], index % workers))
 
     return pod
 
 
+def floor_services(namespace: str, jobs: int, workers: int) -> list[dict[str, Any]]:
+    """The headless Service of each of the scenario's jobs as the reconciler builds it, without its owner."""
+    return [without_owner(build_service(job)) for job in floor_jobs(namespace, jobs, workers)]
+
+
 async def floor_run(load: ApiLoad, audit_log: Path, namespace: str, jobs: int, workers: int,
-                    limit: float) -> dict[str, Any]:
-    """C_sched for the pods of ``jobs`` jobs of ``workers`` workers: a raw client creates that many workers of one
-    job, 32 in flight, timed from its first create to its last (audit log) and to every pod Running, as the
-    operators are from their POST."""
+                    limit: float, services: bool = False, components: ComponentsCpu = no_components) -> dict[str, Any]:
+    """C_sched for the pods of ``jobs`` jobs of ``workers`` workers: a raw client creates them, 32 in flight, timed
+    from its first create to its last (audit log) and to every pod Running, as the operators are from their POST.
+    With ``services`` each job's headless Service is created first, as an operator does: the Service is what makes
+    kube-controller-manager keep EndpointSlices of the pods and kube-scheduler spread them (its default
+    PodTopologySpread constraints apply to pods a Service selects). ``components`` as for ``operator_run``."""
     pods = jobs * workers
     offset = await fresh_namespace(load, audit_log, namespace)
-    answered = await load.closed_loop(f"/api/v1/namespaces/{namespace}/pods", floor_pods(namespace, pods), pods,
-                                      IN_FLIGHT)
+    control_plane = components()
+    if services:
+        for service in floor_services(namespace, jobs, workers):
+            status, answer = await load.request("POST", f"/api/v1/namespaces/{namespace}/services", service)
+            if status != 201:
+                raise RuntimeError(f"Service POST: {status} {answer}")
+    answered = await load.closed_loop(f"/api/v1/namespaces/{namespace}/pods", floor_pods(namespace, jobs, workers),
+                                      pods, IN_FLIGHT)
     if answered.errors:
         raise RuntimeError(f"{answered.errors} of {pods} pod creates failed")
     running_at = await all_running_at(load, audit_log, offset, namespace, pods, FLOOR_AGENT, limit)
+    control_plane = spent(control_plane, components())
     await asyncio.sleep(2)  # the audit log's last batch
     audit = from_audit(audit_log, offset, {namespace}, FLOOR_AGENT)
     first = audit["first_create"]
     result = {"jobs": jobs, "workers": workers, "pods": pods, "created": audit["created"],
               "already_exists": audit["already_exists"], "all_created": audit["last_create"] - first,
-              "all_running": running_at - first, "creates_per_second": pods / (audit["last_create"] - first)}
+              "all_running": running_at - first, "creates_per_second": pods / (audit["last_create"] - first),
+              "control_plane_cpu": control_plane}
+    if services:
+        result["endpoint_slices"], result["endpoints"] = await endpoint_slices(load, namespace)
     await delete_namespace(load, namespace, limit=1800)
     return result
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hack.bench.figures import Figure, show, source_line
-from hack.bench.scale.summary import backends_lines, scale_lines
+from hack.bench.scale.summary import backends_lines, floors_lines, scale_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS = REPO_ROOT / "hack" / "bench" / "results"
@@ -271,7 +271,8 @@ def gating_lines(gating: dict[str, Any]) -> list[str]:
 
 
 def render(peer: dict[str, Any], webhook: dict[str, Any], scale: dict[str, Any] | None = None,
-           gating: dict[str, Any] | None = None, backends: dict[str, Any] | None = None) -> str:
+           gating: dict[str, Any] | None = None, backends: dict[str, Any] | None = None,
+           floors: dict[str, Any] | None = None) -> str:
     """The text between the markers."""
     lines = [
         "Latest results (hack/bench/results/):",
@@ -291,6 +292,8 @@ def render(peer: dict[str, Any], webhook: dict[str, Any], scale: dict[str, Any] 
             lines += [line, ""]
     if scale is not None:
         lines += scale_lines(scale)
+    if floors is not None:
+        lines += floors_lines(floors)
     if backends is not None:
         lines += backends_lines(backends)
     if gating is not None:
@@ -307,7 +310,8 @@ def rendered(results: Path = RESULTS) -> str:
     scale = load("scale", results) if (results / "scale.json").exists() else None
     gating = load("gating", results) if (results / "gating.json").exists() else None
     backends = load("scale-backends", results) if (results / "scale-backends.json").exists() else None
-    return render(load("peer", results), load("webhook", results), scale, gating, backends)
+    floors = load("scale-floors", results) if (results / "scale-floors.json").exists() else None
+    return render(load("peer", results), load("webhook", results), scale, gating, backends, floors)
 
 
 def block(text: str) -> str:

@@ -16,14 +16,16 @@ def stat(values: list[float]) -> Figure | None:
 
 
 def show(figure: Figure | None, digits: int = 2, sep: bool = False, unit: str = "") -> str:
-    """``median (min-max)``, the median alone for one round or when min-max was not recorded, ``-`` for none."""
+    """``median (min-max)``; the median alone for one round, when min-max was not recorded or when every round gave
+    the same (as shown); ``-`` for none."""
     if figure is None:
         return "-"
     fmt = f"{',' if sep else ''}.{digits}f"
     text = format(figure["median"], fmt) + unit
     if figure.get("n") == 1 or figure.get("min") is None:
         return text
-    return f"{text} ({format(figure['min'], fmt)}-{format(figure['max'], fmt)})"
+    low, high = format(figure["min"], fmt), format(figure["max"], fmt)
+    return text if low == high == format(figure["median"], fmt) else f"{text} ({low}-{high})"
 
 
 def source_line(name: str, data: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ import orjson
 from hack.bench.scale.__main__ import parse_args, scenarios_of, worker_creator
 from hack.bench.scale.audit import from_audit, stamp
 from hack.bench.scale.scenarios import bench_job, floor_pods, floor_services, long_names
-from hack.bench.scale.summary import backends_lines, scale_lines
+from hack.bench.scale.summary import backends_lines, floors_lines, scale_lines
 from hack.devcluster.mpijobs import mpijob
 from shared.api import MPIJob, defaulted_dict
 from shared.api.config_map_size import largest_fitting_workers
@@ -120,10 +120,12 @@ def scale_run(kind: str, created: float, running: float, *, workers: int = 10000
             "hwm_kb": 100 * 1024, "endpoint_slices": 101, "endpoints": workers + 1}
 
 
-def floor_run(created: float, running: float, *, workers: int = 10000, round_: int = 0) -> dict[str, Any]:
-    return {"operator": "floor", "scenario": "one", "round": round_, "jobs": 1, "workers": workers, "pods": workers,
-            "created": workers, "already_exists": 0, "all_created": created, "all_running": running,
-            "creates_per_second": workers / created}
+def floor_run(created: float, running: float, *, workers: int = 10000, round_: int = 0,
+              kind: str = "floor") -> dict[str, Any]:
+    run = {"operator": kind, "scenario": "one", "round": round_, "jobs": 1, "workers": workers, "pods": workers,
+           "created": workers, "already_exists": 0, "all_created": created, "all_running": running,
+           "creates_per_second": workers / created}
+    return {**run, "endpoint_slices": 101, "endpoints": workers} if kind == "floor-service" else run
 
 
 SCALE = {"benchmark": "scale", "provenance": "measured", "date": "2026-12-06 20:00 UTC", "commit": "abc1234",
@@ -173,9 +175,9 @@ def test_ratios_pair_the_operators_within_each_round_and_the_cost_per_pod_is_com
     lines = scale_lines({**SCALE, "rounds": 2, "runs": runs})
     assert [line for line in lines if line.startswith("- one job")] == [
         "- one job of 1,000 workers: ours against Go: all created 0.25x (0.20-0.30), all Running 0.46x (0.42-0.50), "
-        "CPU per pod 1.00x (1.00-1.00), peak RSS 1.00x (1.00-1.00), API writes per pod 1.00x (1.00-1.00).",
+        "CPU per pod 1.00x, peak RSS 1.00x, API writes per pod 1.00x.",
         "- one job of 10,000 workers: ours against Go: all created 0.27x (0.20-0.33), all Running 0.49x (0.38-0.60), "
-        "CPU per pod 1.00x (1.00-1.00), peak RSS 1.00x (1.00-1.00), API writes per pod 1.00x (1.00-1.00).",
+        "CPU per pod 1.00x, peak RSS 1.00x, API writes per pod 1.00x.",
     ]
     assert lines[-11] == ("- Cost per pod, time to all created per pod at W = 10,000 over W = 1,000 (1.00x is flat): "
                           "ours 1.08x, Go v0.8.2 1.05x.")
@@ -280,3 +282,67 @@ def test_the_backends_summary_compares_pods_and_indexed_job_per_size_and_control
         "1.50x, all Running 1.25x.",
         "",
     ]
+
+
+def with_control_plane(run: dict[str, Any], apiserver: float, scheduler: float, kcm: float) -> dict[str, Any]:
+    return {**run, "control_plane_cpu": {"kube-apiserver": apiserver, "kube-scheduler": scheduler,
+                                         "kube-controller-manager": kcm, "etcd": 5.0, "kwok": 10.0}}
+
+
+def test_the_floors_summary_sets_ours_beside_the_floor_with_and_without_the_service() -> None:
+    runs = []
+    for round_, slower in ((0, 1.0), (1, 1.2)):
+        runs += [with_control_plane(scale_run("ours", 6.0 * slower, 12.0, workers=1000, round_=round_), 8.0, 2.0, 1.0),
+                 with_control_plane(floor_run(5.0 * slower, 10.0, workers=1000, round_=round_), 7.0, 1.0, 0.5),
+                 with_control_plane(floor_run(6.0 * slower, 12.0, workers=1000, round_=round_, kind="floor-service"),
+                                    7.0, 2.0, 1.0),
+                 with_control_plane(scale_run("ours", 60.0 * slower, 120.0, round_=round_), 50.0, 40.0, 30.0),
+                 with_control_plane(floor_run(40.0 * slower, 80.0, round_=round_), 60.0, 10.0, 5.0),
+                 with_control_plane(floor_run(60.0 * slower, 110.0, round_=round_, kind="floor-service"),
+                                    45.0, 40.0, 30.0)]
+    data = {**SCALE, "benchmark": "scale-floors", "rounds": 2, "runs": runs}
+    lines = floors_lines(data)
+    assert lines[0].startswith("- `scale-floors.json`, ours beside the floor with and without each job's Service: ")
+    assert lines[2:] == [
+        "",
+        "| workers | run | to all created, s | to all Running, s | ms per pod to all created | control-plane CPU-s: "
+        "kube-apiserver / kube-scheduler / kube-controller-manager / etcd / kwok | ours' CPU-s |",
+        "|---|---|---|---|---|---|---|",
+        "| 1,000 | ours | 6.6 (6.0-7.2) | 12.0 | 6.60 (6.00-7.20) | 8.0 / 2.0 / "
+        "1.0 / 5.0 / 10.0 | 30.0 |",
+        "| 1,000 | floor: the worker pods alone | 5.5 (5.0-6.0) | 10.0 | 5.50 (5.00-6.00) | 7.0 "
+        "/ 1.0 / 0.5 / 5.0 / 10.0 | - |",
+        "| 1,000 | floor: the job's Service, then its worker pods | 6.6 (6.0-7.2) | 12.0 | 6.60 "
+        "(6.00-7.20) | 7.0 / 2.0 / 1.0 / 5.0 / 10.0 | - |",
+        "| 10,000 | ours | 66.0 (60.0-72.0) | 120.0 | 6.60 (6.00-7.20) | 50.0 / 40.0 "
+        "/ 30.0 / 5.0 / 10.0 | 30.0 |",
+        "| 10,000 | floor: the worker pods alone | 44.0 (40.0-48.0) | 80.0 | 4.40 (4.00-4.80) | 60.0 "
+        "/ 10.0 / 5.0 / 5.0 / 10.0 | - |",
+        "| 10,000 | floor: the job's Service, then its worker pods | 66.0 (60.0-72.0) | 110.0 | 6.60 "
+        "(6.00-7.20) | 45.0 / 40.0 / 30.0 / 5.0 / 10.0 "
+        "| - |",
+        "",
+        "Within each round (medians (min-max) of the rounds' ratios):",
+        "",
+        "- 1,000 workers, ours against the floor of the pods alone: all created 1.20x, all Running 1.20x; against "
+        "the floor with the job's Service: all created 1.00x, all Running 1.00x.",
+        "- 10,000 workers, ours against the floor of the pods alone: all created 1.50x, all Running "
+        "1.50x; against the floor with the job's Service: all created 1.00x, all Running "
+        "1.09x.",
+        "- Time to all created per pod at W = 10,000 over W = 1,000 (1.00x is flat): ours 1.00x, floor: the worker "
+        "pods alone 0.80x, floor: the job's Service, then its worker pods 1.00x.",
+        "",
+    ]
+
+
+def test_the_scale_summary_shows_the_floor_with_the_service_and_judges_ours_against_both_floors() -> None:
+    scale = {**SCALE, "runs": [scale_run("ours", 60.0, 120.0), floor_run(40.0, 80.0),
+                               floor_run(55.0, 110.0, kind="floor-service")]}
+    lines = scale_lines(scale)
+    assert ("| one job of 10,000 workers | floor with each job's Service (raw client) | 10,000 (0) | 55.0 | 110.0 "
+            "| 5.50 | - | - | - | 101 | - |") in lines
+    assert ("- one job of 10,000 workers: time to all created against the floor's (W / C_sched): ours 1.50x, ours "
+            "against the floor with the Service 1.09x.") in lines
+    assert lines[-3:] == [
+        "- Ours within 1.15x of the API server's floor at W = 10,000 (time to all created): 1.50x, **missed**.",
+        "- The same against the floor with the job's Service: 1.09x, met.", ""]

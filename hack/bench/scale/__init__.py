@@ -15,15 +15,22 @@ For each scenario and operator:
 - CPU: utime + stime of ``/proc/<pid>/stat`` (the whole process, every thread) from just before the first POST
   until every pod is Running and the process is idle again (under 0.05 CPU-s in a second, at most 60 s), printed
   per 1,000 pods; peak and final RSS (VmHWM, VmRSS);
-- the EndpointSlices of the namespace (count, endpoints).
+- the EndpointSlices of the namespace (count, endpoints);
+- the CPU-seconds each control-plane component (kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok)
+  spent from the first POST until every pod was Running.
 The floor (``floor``) is a raw client creating the same worker pods, 32 in flight, timed from its first create.
+``floor-service`` does the same after creating each job's headless Service, as an operator does: a Service that
+selects the pods makes kube-controller-manager keep their EndpointSlices and kube-scheduler spread them (its default
+PodTopologySpread constraints apply to pods a Service selects, and it counts the matching pods on every node for each
+pod it places). ``--compare-floors`` runs ours beside both floors into scale-floors.json, with its own summary.
 The overflow scenario POSTs a job of 6,000 workers with a 30-character namespace and a 40-character name: ours
 with its webhook (refused at the POST) and without it (the reconciler alone), the Go operator (which has none).
 
 Both operators run with raised client limits (``--kube-api-qps=1000 --kube-api-burst=1000``) and the control
 plane's kube-scheduler and kube-controller-manager with theirs raised (200 QPS, 400 burst; their defaults are
 50/100 and 20/30). kwok nodes of 1,000 pods each, enough for the largest scenario.
-Usage: ``python -m hack.bench.scale [--operators go,ours,floor] [--rounds 3] [--workers 1000,10000] [--jobs 1000]``;
+Usage: ``python -m hack.bench.scale [--operators go,ours,floor,floor-service] [--rounds 3] [--workers 1000,10000]
+[--jobs 1000]``;
 it writes hack/bench/results/scale.json (date, commit, command, every run), the summary of docs/benchmarks.md and
 its scale plot.
 """

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 STYLE = {"go": ("tab:red", "s", "Go mpi-operator"), "ours": ("tab:blue", "o", "ours"),
-         "floor": ("tab:gray", "^", "API server floor (raw client, C_sched)")}
+         "floor": ("tab:gray", "^", "API server floor (raw client, C_sched)"),
+         "floor-service": ("tab:green", "v", "floor with the job's Service (raw client)")}
 
 
 def per_pod(results: dict[str, Any], kind: str, key: str, scale: float) -> tuple[list[int], list[float], list[float],

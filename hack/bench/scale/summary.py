@@ -13,6 +13,8 @@ Run = dict[str, Any]
 SCENARIOS = {"one": "one job of {workers:,} workers", "many": "{jobs:,} jobs of {workers} workers at once"}
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 FLOOR_LABEL = "API server floor (raw client)"
+FLOOR_SERVICE_LABEL = "floor with each job's Service (raw client)"
+FLOOR_KINDS = ("floor", "floor-service")
 
 
 def writes_per_pod(run: Run) -> float:
@@ -21,7 +23,8 @@ def writes_per_pod(run: Run) -> float:
 
 
 def label(kind: str, scale: dict[str, Any]) -> str:
-    return {"go": f"Go {scale['peer_version']}", "ours": "ours", "floor": FLOOR_LABEL}[kind]
+    return {"go": f"Go {scale['peer_version']}", "ours": "ours", "floor": FLOOR_LABEL,
+            "floor-service": FLOOR_SERVICE_LABEL}[kind]
 
 
 def runs_of(scale: dict[str, Any], kind: str, scenario: str, workers: int | None = None) -> list[Run]:
@@ -40,8 +43,9 @@ def row(scale: dict[str, Any], kind: str, scenario: str, workers: int) -> str | 
               f"({show(stat([r['already_exists'] for r in got]), 0, sep=True)}) "
               f"| {show(stat([r['all_created'] for r in got]), 1)} | {show(stat([r['all_running'] for r in got]), 1)} "
               f"| {per_pod} ")
-    if kind == "floor":
-        return common + "| - | - | - | - | - |"
+    if kind in FLOOR_KINDS:
+        slices = show(stat([r["endpoint_slices"] for r in got if "endpoint_slices" in r]), 0)
+        return common + f"| - | - | - | {slices} | - |"
     requests = statistics.median(sum(r["requests"].values()) for r in got)
     return (common + f"| {show(stat([r['cpu_per_1000_pods'] for r in got]), 2)} "
             f"| {show(stat([r['peak_rss_kb'] / 1024 for r in got]), 1)} "
@@ -80,7 +84,9 @@ def ratio_line(scale: dict[str, Any], scenario: str, workers: int) -> str:
         ("peak RSS", against(("ours", "go"), lambda r: float(r["peak_rss_kb"]))),
         ("API writes per pod", against(("ours", "go"), writes_per_pod))) if text != "-"]
     floor = [f"{who} {text}" for who, text in (("ours", against(("ours", "floor"), created)),
-                                                ("Go", against(("go", "floor"), created))) if text != "-"]
+                                                ("Go", against(("go", "floor"), created)),
+                                                ("ours against the floor with the Service",
+                                                 against(("ours", "floor-service"), created))) if text != "-"]
     if not parts and not floor:
         return ""
     first = runs_of(scale, "ours", scenario, workers) or runs_of(scale, "go", scenario, workers)
@@ -104,7 +110,7 @@ def flat_cost_line(scale: dict[str, Any], sizes: list[int]) -> str:
     if len(sizes) < 2:
         return ""
     small, large = sizes[0], sizes[-1]
-    parts = [f"{label(kind, scale)} {growth:.2f}x" for kind in ("ours", "go", "floor")
+    parts = [f"{label(kind, scale)} {growth:.2f}x" for kind in ("ours", "go", *FLOOR_KINDS)
              if (growth := per_pod_growth(scale, kind, small, large)) is not None]
     return (f"- Cost per pod, time to all created per pod at W = {large:,} over W = {small:,} (1.00x is flat): "
             f"{', '.join(parts)}.") if parts else ""
@@ -148,6 +154,11 @@ def target_lines(scale: dict[str, Any], sizes: list[int], many: list[int]) -> li
             at = statistics.median(floor)
             lines.append(f"- Ours within {FLOOR_TARGET:.2f}x of the API server's floor at W = {large:,} (time to all "
                          f"created): {at:.2f}x, {verdict(at <= FLOOR_TARGET)}.")
+        with_service = paired(scale, "one", large, ("ours", "floor-service"), lambda r: float(r["all_created"]))
+        if with_service:
+            at = statistics.median(with_service)
+            lines.append(f"- The same against the floor with the job's Service: {at:.2f}x, "
+                         f"{verdict(at <= FLOOR_TARGET)}.")
     if len(sizes) >= 2 and (flat := per_pod_growth(scale, "ours", sizes[0], sizes[-1])) is not None:
         lines.append(f"- Ours' cost per pod flat, W = {sizes[-1]:,} within {FLAT_TARGET:.1f}x of W = {sizes[0]:,}: "
                      f"{flat:.2f}x, {verdict(flat <= FLAT_TARGET)}.")
@@ -204,7 +215,7 @@ def scale_lines(scale: dict[str, Any]) -> list[str]:
     many = sorted({r["workers"] for r in scale["runs"] if r["scenario"] == "many"})
     for scenario, scenario_sizes in (("one", sizes), ("many", many)):
         for workers in scenario_sizes:
-            for kind in ("go", "ours", "floor"):
+            for kind in ("go", "ours", *FLOOR_KINDS):
                 if (found := row(scale, kind, scenario, workers)) is not None:
                     lines.append(found)
     lines.append("")
@@ -286,4 +297,75 @@ def backends_lines(data: dict[str, Any]) -> list[str]:
     lines.append("")
     if ratios := backend_ratio_lines(data, sizes, limits):
         lines += ["Within each control plane (medians; above 1 is IndexedJob slower):", "", *ratios, ""]
+    return lines
+
+
+# ---- ours beside the floor with and without each job's Service (``--compare-floors``: scale-floors.json)
+COMPONENTS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "etcd", "kwok")
+FLOORS_KINDS = {"ours": "ours", "floor": "floor: the worker pods alone",
+                "floor-service": "floor: the job's Service, then its worker pods"}
+FLOOR_NAMES = {"floor": "the floor of the pods alone", "floor-service": "the floor with the job's Service"}
+
+
+def control_plane_cell(runs: list[Run]) -> str:
+    """The control plane's CPU-seconds by component (medians over the rounds), from the POST until all Running."""
+    return " / ".join(show(stat([r["control_plane_cpu"].get(name, 0.0) for r in runs]), 1) for name in COMPONENTS)
+
+
+def floors_row(data: dict[str, Any], kind: str, workers: int) -> str | None:
+    got = runs_of(data, kind, "one", workers)
+    if not got:
+        return None
+    ours_cpu = show(stat([r["cpu"] for r in got]), 1) if kind == "ours" else "-"
+    return (f"| {workers:,} | {FLOORS_KINDS[kind]} | {show(stat([r['all_created'] for r in got]), 1)} "
+            f"| {show(stat([r['all_running'] for r in got]), 1)} "
+            f"| {show(stat([r['all_created'] * 1000 / r['pods'] for r in got]), 2)} "
+            f"| {control_plane_cell(got)} | {ours_cpu} |")
+
+
+def floors_ratio_lines(data: dict[str, Any], sizes: list[int]) -> list[str]:
+    """Per size, ours over each floor within each round; per kind, the time per pod's growth over the sizes."""
+    lines = []
+    for workers in sizes:
+        parts = []
+        for floor in FLOOR_KINDS:
+            created = paired(data, "one", workers, ("ours", floor), lambda r: float(r["all_created"]))
+            running = paired(data, "one", workers, ("ours", floor), lambda r: float(r["all_running"]))
+            if created:
+                parts.append(f"against {FLOOR_NAMES[floor]}: all created {ratio(created)}, "
+                             f"all Running {ratio(running)}")
+        if parts:
+            lines.append(f"- {workers:,} workers, ours {'; '.join(parts)}.")
+    if len(sizes) >= 2:
+        small, large = sizes[0], sizes[-1]
+        growth = [f"{FLOORS_KINDS[kind]} {g:.2f}x" for kind in FLOORS_KINDS
+                  if (g := per_pod_growth(data, kind, small, large)) is not None]
+        if growth:
+            lines.append(f"- Time to all created per pod at W = {large:,} over W = {small:,} (1.00x is flat): "
+                         f"{', '.join(growth)}.")
+    return lines
+
+
+def floors_lines(data: dict[str, Any]) -> list[str]:
+    """Ours beside the API server's floor with and without each job's headless Service, per W, with the CPU each
+    control-plane component spent: what a job's Service costs the scheduler and the controller-manager."""
+    sizes = sorted({r["workers"] for r in data["runs"] if r["scenario"] == "one"})
+    lines = [
+        source_line("`scale-floors.json`, ours beside the floor with and without each job's Service", data),
+        f"  Ours `{data['operator_flags']}`; {data['control_plane']}; {data.get('nodes', 'kwok nodes')}; audit log "
+        f"on. Control-plane CPU: utime + stime of each component's process from the first POST (the floors: the "
+        f"first create) until every pod is Running.",
+        *(f"  Note: {note}" for note in data.get("notes", [])),
+        "",
+        "| workers | run | to all created, s | to all Running, s | ms per pod to all created "
+        f"| control-plane CPU-s: {' / '.join(COMPONENTS)} | ours' CPU-s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for workers in sizes:
+        for kind in FLOORS_KINDS:
+            if (found := floors_row(data, kind, workers)) is not None:
+                lines.append(found)
+    lines.append("")
+    if ratios := floors_ratio_lines(data, sizes):
+        lines += ["Within each round (medians (min-max) of the rounds' ratios):", "", *ratios, ""]
     return lines

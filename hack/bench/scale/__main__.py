@@ -231,11 +231,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kcm-limits", default="raised",
                         help="kube-controller-manager's client limits, a control plane each in turn: default (its "
                              "own 20 QPS, burst 30), raised (200, 400), or default,raised")
-    parser.add_argument("--compare-backends", action="store_true",
-                        help="the worker backends side by side: results in scale-backends.json, its own summary")
-    parser.add_argument("--compare-floors", action="store_true",
-                        help="ours beside the floor with and without each job's Service, and the control plane's CPU "
-                             "by component: results in scale-floors.json, its own summary")
+    comparison = parser.add_mutually_exclusive_group()
+    comparison.add_argument("--compare-backends", action="store_true",
+                            help="the worker backends side by side: results in scale-backends.json, its own summary")
+    comparison.add_argument("--compare-floors", action="store_true",
+                            help="ours beside the floor with and without each job's Service, and the control plane's "
+                                 "CPU by component: results in scale-floors.json, its own summary")
     parser.add_argument("--add", action="store_true",
                         help="with --compare-backends: keep the runs already in scale-backends.json and add these")
     parser.add_argument("--note", action="append", default=[], help="a note kept in the results file")

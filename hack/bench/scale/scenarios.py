@@ -213,20 +213,18 @@ def without_owner(built: dict[str, Any]) -> dict[str, Any]:
     return {**built, "metadata": {**built["metadata"], "ownerReferences": []}}
 
 
-def floor_pods(namespace: str, jobs: int, workers: int) -> Callable[[int], dict[str, Any]]:
-    """Pod ``index`` of the scenario's ``jobs * workers`` worker pods as the reconciler builds them: worker
-    ``index % workers`` of job ``index // workers``, without its owner."""
-    built = floor_jobs(namespace, jobs, workers)
-
+def floor_pods(jobs: list[MPIJob], workers: int) -> Callable[[int], dict[str, Any]]:
+    """Pod ``index`` of the jobs' worker pods as the reconciler builds them: worker ``index % workers`` of job
+    ``index // workers``, without its owner."""
     def pod(index: int) -> dict[str, Any]:
-        return without_owner(build_worker(built[index // workers], index % workers))
+        return without_owner(build_worker(jobs[index // workers], index % workers))
 
     return pod
 
 
-def floor_services(namespace: str, jobs: int, workers: int) -> list[dict[str, Any]]:
-    """The headless Service of each of the scenario's jobs as the reconciler builds it, without its owner."""
-    return [without_owner(build_service(job)) for job in floor_jobs(namespace, jobs, workers)]
+def floor_services(jobs: list[MPIJob]) -> list[dict[str, Any]]:
+    """Each job's headless Service as the reconciler builds it, without its owner."""
+    return [without_owner(build_service(job)) for job in jobs]
 
 
 async def floor_run(load: ApiLoad, audit_log: Path, namespace: str, jobs: int, workers: int,
@@ -236,16 +234,16 @@ async def floor_run(load: ApiLoad, audit_log: Path, namespace: str, jobs: int, w
     With ``services`` each job's headless Service is created first, as an operator does: the Service is what makes
     kube-controller-manager keep EndpointSlices of the pods and kube-scheduler spread them (its default
     PodTopologySpread constraints apply to pods a Service selects). ``components`` as for ``operator_run``."""
-    pods = jobs * workers
+    pods, built = jobs * workers, floor_jobs(namespace, jobs, workers)
     offset = await fresh_namespace(load, audit_log, namespace)
     control_plane = components()
     if services:
-        for service in floor_services(namespace, jobs, workers):
+        for service in floor_services(built):
             status, answer = await load.request("POST", f"/api/v1/namespaces/{namespace}/services", service)
             if status != 201:
                 raise RuntimeError(f"Service POST: {status} {answer}")
-    answered = await load.closed_loop(f"/api/v1/namespaces/{namespace}/pods", floor_pods(namespace, jobs, workers),
-                                      pods, IN_FLIGHT)
+    answered = await load.closed_loop(f"/api/v1/namespaces/{namespace}/pods", floor_pods(built, workers), pods,
+                                      IN_FLIGHT)
     if answered.errors:
         raise RuntimeError(f"{answered.errors} of {pods} pod creates failed")
     running_at = await all_running_at(load, audit_log, offset, namespace, pods, FLOOR_AGENT, limit)

@@ -302,9 +302,6 @@ def backends_lines(data: dict[str, Any]) -> list[str]:
 
 # ---- ours beside the floor with and without each job's Service (``--compare-floors``: scale-floors.json)
 COMPONENTS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "etcd", "kwok")
-FLOORS_KINDS = {"ours": "ours", "floor": "floor: the worker pods alone",
-                "floor-service": "floor: the job's Service, then its worker pods"}
-FLOOR_NAMES = {"floor": "the floor of the pods alone", "floor-service": "the floor with the job's Service"}
 
 
 def control_plane_cell(runs: list[Run]) -> str:
@@ -317,7 +314,7 @@ def floors_row(data: dict[str, Any], kind: str, workers: int) -> str | None:
     if not got:
         return None
     ours_cpu = show(stat([r["cpu"] for r in got]), 1) if kind == "ours" else "-"
-    return (f"| {workers:,} | {FLOORS_KINDS[kind]} | {show(stat([r['all_created'] for r in got]), 1)} "
+    return (f"| {workers:,} | {label(kind, data)} | {show(stat([r['all_created'] for r in got]), 1)} "
             f"| {show(stat([r['all_running'] for r in got]), 1)} "
             f"| {show(stat([r['all_created'] * 1000 / r['pods'] for r in got]), 2)} "
             f"| {control_plane_cell(got)} | {ours_cpu} |")
@@ -332,13 +329,13 @@ def floors_ratio_lines(data: dict[str, Any], sizes: list[int]) -> list[str]:
             created = paired(data, "one", workers, ("ours", floor), lambda r: float(r["all_created"]))
             running = paired(data, "one", workers, ("ours", floor), lambda r: float(r["all_running"]))
             if created:
-                parts.append(f"against {FLOOR_NAMES[floor]}: all created {ratio(created)}, "
+                parts.append(f"against the {label(floor, data)}: all created {ratio(created)}, "
                              f"all Running {ratio(running)}")
         if parts:
             lines.append(f"- {workers:,} workers, ours {'; '.join(parts)}.")
     if len(sizes) >= 2:
         small, large = sizes[0], sizes[-1]
-        growth = [f"{FLOORS_KINDS[kind]} {g:.2f}x" for kind in FLOORS_KINDS
+        growth = [f"{label(kind, data)} {g:.2f}x" for kind in ("ours", *FLOOR_KINDS)
                   if (g := per_pod_growth(data, kind, small, large)) is not None]
         if growth:
             lines.append(f"- Time to all created per pod at W = {large:,} over W = {small:,} (1.00x is flat): "
@@ -362,7 +359,7 @@ def floors_lines(data: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for workers in sizes:
-        for kind in FLOORS_KINDS:
+        for kind in ("ours", *FLOOR_KINDS):
             if (found := floors_row(data, kind, workers)) is not None:
                 lines.append(found)
     lines.append("")

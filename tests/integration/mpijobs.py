@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -18,6 +19,18 @@ def until(predicate: Callable[[], T | None], timeout: float = 60, interval: floa
     value = wait_for(predicate, timeout=timeout, interval=interval, what=what)
     assert value is not None
     return value
+
+
+def history(cluster: LocalCluster, collection: str, since: str) -> list[tuple[int, JSON]]:
+    """Every version of the objects of ``collection`` written after resourceVersion ``since``, in etcd's order: a
+    watch from ``since`` replays them (within etcd's compaction window). resourceVersions are opaque to clients, but
+    in one etcd they grow with every write, which is what the order of two resources' writes is read from here."""
+    status, text = cluster.rest.request_raw("GET", f"{collection}?watch=1&resourceVersion={since}&timeoutSeconds=2")
+    assert status == 200, text
+    objects = [json.loads(line)["object"] for line in text.splitlines() if line.strip()]
+    return [(int(obj["metadata"]["resourceVersion"]), obj) for obj in objects]
+
+
 class Jobs:
     """REST access to one namespace of the test cluster."""
 

@@ -11,7 +11,6 @@ API server's audit log). Kueue: one Workload with two PodSets for the MPIJob, no
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from hack.devcluster import LocalCluster
 from hack.devcluster.audit import audit_events
 from hack.devcluster.kueue import Kueue
 from hack.devcluster.mpijobs import mpijob
-from tests.integration.mpijobs import Jobs, until
+from tests.integration.mpijobs import Jobs, history, until
 from tests.integration.operator_fixtures import ReconcilerControl
 from tests.integration.test_kueue import (  # noqa: F401  (fixtures)
     JOB_CPU,
@@ -194,16 +193,6 @@ def test_at_startup_releases_the_launcher_with_the_workers_as_upstream(
     assert [(p["spec"].get("schedulingGates"), p["status"].get("phase")) for p in held] == [
         ([HOLD], "Pending"), ([HOLD], "Pending")], "the launcher runs while no worker is Ready"
     assert running_condition(jobs, "eager") == ("False", "MPIJobSuspended", f"MPIJob {namespace}/eager is suspended.")
-
-
-def history(cluster: LocalCluster, collection: str, since: str) -> list[tuple[int, JSON]]:
-    """Every version of the objects of ``collection`` written after resourceVersion ``since``, in etcd's order: a
-    watch from ``since`` replays them (within etcd's compaction window). resourceVersions are opaque to clients, but
-    in one etcd they grow with every write, which is what the order of two resources' writes is read from here."""
-    status, text = cluster.rest.request_raw("GET", f"{collection}?watch=1&resourceVersion={since}&timeoutSeconds=2")
-    assert status == 200, text
-    objects = [json.loads(line)["object"] for line in text.splitlines() if line.strip()]
-    return [(int(obj["metadata"]["resourceVersion"]), obj) for obj in objects]
 
 
 def published(slices: dict[str, JSON], workers: dict[str, str]) -> bool:

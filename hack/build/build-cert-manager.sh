@@ -43,7 +43,8 @@ fi
 if built && [[ -f "$DONE" ]]; then echo "$BINDIR"; exit 0; fi
 
 command -v go >/dev/null || { log "error: Go is not installed (need go on PATH)"; exit 2; }
-export GOTOOLCHAIN="${GOTOOLCHAIN:-local}" CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+# shellcheck source=hack/build/goenv.sh
+source "$(dirname "$0")/goenv.sh"
 mkdir -p "$BINDIR" "$OUT/logs"
 
 module_source "$MODULE" "$CERT_MANAGER_VERSION" "$OUT"

@@ -23,8 +23,9 @@ command -v go >/dev/null || { log "error: Go is not installed (need go on PATH)"
 log "building github.com/sigstore/cosign/v2/cmd/cosign@$COSIGN_VERSION from the module proxy (several minutes) ..."
 began=$SECONDS
 # go install: cosign's go.mod has no replace directives, so the module builds as a plain install target
-GOTOOLCHAIN="${GOTOOLCHAIN:-local}" CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOBIN="$OUT/bin.tmp" \
-  go install -trimpath -ldflags "-s -w" "github.com/sigstore/cosign/v2/cmd/cosign@$COSIGN_VERSION" >&2
+# shellcheck source=hack/build/goenv.sh
+source "$(dirname "$0")/goenv.sh"
+GOBIN="$OUT/bin.tmp" go install -trimpath -ldflags "-s -w" "github.com/sigstore/cosign/v2/cmd/cosign@$COSIGN_VERSION" >&2
 mv "$OUT/bin.tmp/cosign" "$BIN"
 rmdir "$OUT/bin.tmp"
 log "built $BIN ($COSIGN_VERSION) in $((SECONDS - began)) s"

@@ -26,7 +26,8 @@ fi
 if [[ -x "$BIN" ]]; then echo "$BIN"; exit 0; fi
 
 command -v go >/dev/null || { log "error: Go is not installed (need go on PATH)"; exit 2; }
-export GOTOOLCHAIN="${GOTOOLCHAIN:-local}" CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+# shellcheck source=hack/build/goenv.sh
+source "$(dirname "$0")/goenv.sh"
 mkdir -p "$OUT/bin" "$OUT/logs"
 
 module_source "$MODULE" "$HELM_VERSION" "$OUT"

@@ -59,7 +59,8 @@ build_pause() {
   [[ -f "$out" ]] && return 0
   local work; work="$(mktemp -d)"
   mkdir -p "$work/root"
-  (cd "$SRC/pause" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-buildvcs=false \
+  # shellcheck source=hack/build/goenv.sh
+  (cd "$SRC/pause" && source "$HERE/goenv.sh" && \
     go build -trimpath -ldflags "-s -w" -o "$work/root/pause" .)
   tar -C "$work/root" --owner=0 --group=0 -cf "$work/layer.tar" pause
   rm -f "$OUT/pause-"*.tar

@@ -35,7 +35,8 @@ exec 9>"$OUT/.build.lock"
 flock -n 9 || { log "another build is running; waiting for it ..."; flock 9; }
 if have_all; then echo "$BIN"; exit 0; fi
 command -v go >/dev/null || { log "error: Go is not installed (need go >= 1.26 on PATH)"; exit 2; }
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+# shellcheck source=hack/build/goenv.sh
+source "$HERE/goenv.sh"
 mkdir -p "$BIN" "$OUT/src/k8s" "$OUT/logs"
 
 if ! [[ -x "$BIN/kubelet" ]]; then

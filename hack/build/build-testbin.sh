@@ -36,7 +36,8 @@ command -v go >/dev/null || { log "error: Go is not installed (need go >= 1.26 o
 GO_MINOR="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
 if (( GO_MINOR < 26 )); then log "error: $(go env GOVERSION) is too old: need go >= 1.26"; exit 2; fi
 
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+# shellcheck source=hack/build/goenv.sh
+source "$HERE/goenv.sh"
 mkdir -p "$BIN" "$OUT/src/k8s" "$OUT/src/etcd" "$OUT/logs"
 
 timed() {  # timed NAME CMD...: runs CMD, records wall time and peak RSS in $OUT/logs/NAME.time

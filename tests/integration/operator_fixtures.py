@@ -122,5 +122,6 @@ def conversion_unreachable(api_v2: OperatorWebhook) -> Iterator[None]:
         {"op": "replace", "path": "/spec/conversion/webhook/clientConfig", "value": dead}]), check=True)
     try:
         yield
-    finally:
+    finally:  # pointed back at the live webhook, and waited for: the API server picks the change up a moment later
         webhook.register_conversion()
+        webhook.wait_converting()

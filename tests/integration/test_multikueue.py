@@ -334,8 +334,9 @@ def test_job_runs_on_the_worker_and_its_status_is_mirrored(pair: Pair, reconcile
     finished = until(finished_workload, timeout=90, what="the manager's Workload Finished")
     assert conditions(finished)["Finished"] == ("True", "Succeeded")
     pair.worker.wait_gone("mpijobs", "pi", "kubeflow.org/v2beta1", timeout=90)  # Kueue removes the remote copy
-    final = pair.manager.get("pi").get("status") or {}
-    assert conditions({"status": final})["Succeeded"] == ("True", "MPIJobSucceeded")
+    manager_job = pair.manager.get("pi")
+    assert conditions(manager_job)["Succeeded"] == ("True", "MPIJobSucceeded")
+    final = manager_job.get("status") or {}
     remote_statuses = [mirrored(obj.get("status") or {}) for _, obj in history(
         pair.worker.cluster, pair.worker.path("mpijobs", group="kubeflow.org/v2beta1"), since)
         if obj["metadata"]["name"] == "pi"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import ssl
 import time
 import urllib.request
@@ -39,13 +38,6 @@ def open_sockets(pid: int) -> int:
         except FileNotFoundError:  # closed while listed
             continue
     return count
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_for_https(url: str, ca_file: Path, timeout: float) -> None:

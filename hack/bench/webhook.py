@@ -37,7 +37,8 @@ import orjson
 from hack.bench import doc as benchdoc
 from hack.bench.figures import show, stat
 from hack.bench.payloads import admission_review, mpijob_of_size
-from hack.bench.procstat import ProcessSample, free_port, wait_for_https
+from hack.bench.procstat import ProcessSample, wait_for_https
+from hack.devcluster.processes import free_port
 
 ENDPOINTS = {"validate": "/validate-kubeflow-org-v2beta1-mpijob", "mutate": "/mutate-kubeflow-org-v2beta1-mpijob",
              "trivial": "/trivial"}

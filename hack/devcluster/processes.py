@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import random
 import signal
 import socket
 import ssl
@@ -182,10 +183,57 @@ def start(name: str, argv: Sequence[str], log_path: Path, *, env: Mapping[str, s
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
+    """A TCP port that nothing is bound to right now, on any interface, for a process about to listen on it.
+
+    The port is handed over before the process binds it. A port the kernel picks with ``bind(0)`` lies in its
+    ephemeral range, where any outgoing connection made meanwhile (thousands in a test run) may take it as its
+    source port, and the listener then fails with "address already in use". So the ports come from outside that
+    range, in turn from a random start in each process, so that two processes (test workers) handing out ports
+    at the same moment do not hand out the same one."""
+    return _PORTS.take()
+
+
+def ephemeral_ports(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> range:
+    """The kernel's range of source ports for outgoing connections."""
+    low, high = (int(field) for field in path.read_text().split())
+    return range(low, high + 1)
+
+
+def listening_ports(ephemeral: range, lowest: int = 10000) -> list[int]:
+    """The ports from ``lowest`` up that are outside ``ephemeral``; all of them if none is."""
+    ports = [port for port in range(lowest, 65536) if port not in ephemeral]
+    return ports or list(range(lowest, 65536))
+
+
+def bindable(port: int) -> bool:
+    """Whether a listener could bind ``port`` on every interface now (no socket holds it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("0.0.0.0", port))  # without SO_REUSEADDR: refused while any socket holds the port
+        except OSError:
+            return False
+        return True
+
+
+class PortPool:
+    """``ports`` handed out in turn, from a random start, skipping those in use."""
+
+    def __init__(self, ports: Sequence[int]) -> None:
+        self.ports = ports
+        self.next = random.SystemRandom().randrange(len(ports))
+        self.lock = threading.Lock()
+
+    def take(self, usable: Callable[[int], bool] = bindable) -> int:
+        with self.lock:
+            for _ in range(len(self.ports)):
+                port = self.ports[self.next]
+                self.next = (self.next + 1) % len(self.ports)
+                if usable(port):
+                    return port
+        raise HarnessError(f"none of the {len(self.ports)} ports from {self.ports[0]} to {self.ports[-1]} is free")
+
+
+_PORTS = PortPool(listening_ports(ephemeral_ports()))
 
 
 def http_get(url: str, context: ssl.SSLContext | None = None, timeout: float = 2.0) -> tuple[int, str]:

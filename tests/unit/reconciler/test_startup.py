@@ -10,7 +10,6 @@ import logging
 import os
 import re
 import signal
-import socket
 import ssl
 import sys
 import urllib.error
@@ -24,6 +23,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from hack.devcluster.processes import free_port
 from reconciler.__main__ import TRAINING_OPERATOR_CRD, _CrdMissingError, _wait_for_api
 from reconciler.runtime.client import ApiError, KubeClient, StartupError
 from reconciler.runtime.health import Health
@@ -158,13 +158,6 @@ async def test_an_unreachable_api_server_is_waited_for() -> None:
 ])
 async def test_configuration_errors_are_not_waited_for(error: BaseException) -> None:
     assert await transient_reason(cast(KubeClient, None), "https://api", error) is None
-
-
-def free_port() -> int:
-    """A local port nothing listens on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Clock:

@@ -23,6 +23,8 @@ from shared.jsondict import JSONDict
 
 logger = logging.getLogger("reconciler.leader")
 JITTER = 1.2  # client-go's JitterFactor for the acquire loop
+# upstream's timings (cmd/mpi-operator: client-go's leader election with these), in seconds
+LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 15.0, 5.0, 3.0
 REFUSED = (401, 403)
 
 
@@ -79,8 +81,9 @@ class LeaseRecord:
 
 class LeaderElector:
     def __init__(  # noqa: PLR0913  client-go's LeaderElectionConfig: its timings keyword-only, named at each call
-            self, client: KubeClient, namespace: str, name: str = "mpi-operator", *, lease_duration: float = 15.0,
-            renew_deadline: float = 5.0, retry_period: float = 3.0, identity: str = "",
+            self, client: KubeClient, namespace: str, name: str = "mpi-operator", *,
+            lease_duration: float = LEASE_DURATION, renew_deadline: float = RENEW_DEADLINE,
+            retry_period: float = RETRY_PERIOD, identity: str = "",
             clock: Callable[[], float] = time.monotonic) -> None:
         self.client, self.namespace, self.name = client, namespace, name
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"

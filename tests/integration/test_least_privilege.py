@@ -7,7 +7,7 @@ scheduling with both PodGroup flavours and a PriorityClass, and with native gang
 reconciler in the lock namespace) the API
 server's audit log tells which verbs on which resources that ServiceAccount used. Compared with ``deploy/rbac``: nothing
 denied, nothing used that is not granted, and nothing granted that was never used unless
-``KEPT_UNUSED`` says why it must stay.
+``KEPT_UNUSED`` says why it must stay (or ``RACE_ONLY``: used only when a write races the cache).
 """
 
 from __future__ import annotations
@@ -52,11 +52,14 @@ KEPT_UNUSED: dict[Grant, str] = {
         "never a request of ours: where the OwnerReferencesPermissionEnforcement admission plugin is on "
         "(OpenShift, hardened clusters) creating a child whose ownerReference has blockOwnerDeletion: true "
         "needs update on the owner's finalizers; upstream grants it for the same reason"),
-    **{("scheduling.k8s.io", plural, "get"): (
-        "native gangs read their Workload and PodGroup only when a create answers AlreadyExists (a cache behind, "
-        "after a restart): the same get-after-create path as the other children's, never taken in these runs")
-       for plural in ("workloads", "podgroups")},
 }
+RACE_ONLY: dict[Grant, str] = {
+    ("scheduling.k8s.io", plural, "get"): (
+        "native gangs read their Workload and PodGroup only when a create answers AlreadyExists (the informer's "
+        "cache behind the API server): the same get-after-create path as the other children's, which these runs "
+        "do not provoke, so a slow run may take it and a fast one not")
+    for plural in ("workloads", "podgroups")}
+"""Grants used only when a write races the cache: whether a run uses them depends on its timing."""
 
 
 def rbac_documents() -> list[JSON]:
@@ -397,10 +400,10 @@ def test_everything_used_is_granted(runs: Runs) -> None:
 
 def test_everything_granted_is_used(runs: Runs) -> None:
     granted = {g for role, _ in bound_roles(runs.credentials) for g in grants(role)}
-    unused = granted - set(runs.usage.used) - set(KEPT_UNUSED)
+    unused = granted - set(runs.usage.used) - set(KEPT_UNUSED) - set(RACE_ONLY)
     assert not unused, "granted but never used:\n" + "\n".join(f"  {g or 'core'} {r} {v}"
                                                                for g, r, v in sorted(unused))
-    assert set(KEPT_UNUSED) <= granted, "KEPT_UNUSED names a rule that is no longer granted"
+    assert set(KEPT_UNUSED) | set(RACE_ONLY) <= granted, "KEPT_UNUSED or RACE_ONLY names a rule no longer granted"
     assert not set(KEPT_UNUSED) & set(runs.usage.used), "KEPT_UNUSED names a rule that is used after all"
 
 

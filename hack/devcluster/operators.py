@@ -17,7 +17,6 @@ import copy
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ from typing import Any
 import yaml
 
 from hack.devcluster import LocalCluster, api_v2
-from hack.devcluster.processes import free_port, terminate
+from hack.devcluster.processes import bindable, free_port, terminate
 from hack.devcluster.wait import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -109,15 +108,6 @@ def build_peer(version: str = PEER_VERSION) -> Path:
     return Path(result.stdout.strip().splitlines()[-1])
 
 
-def port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("0.0.0.0", port))  # the Go operator binds every interface
-        except OSError:
-            return False
-        return True
-
-
 class GoOperator(OperatorProcess):
     """github.com/kubeflow/mpi-operator's ``mpi-operator`` out of cluster with the admin kubeconfig: cluster-wide,
     leader election on (its only mode) with its Lease in ``mpi-operator``, plus ``flags`` (Go's flag package
@@ -129,7 +119,7 @@ class GoOperator(OperatorProcess):
         super().__init__(name, argv, log)
 
     def start(self) -> None:
-        if not port_free(GO_HEALTH_PORT):
+        if not bindable(GO_HEALTH_PORT):  # the Go operator binds every interface
             raise RuntimeError(f"port {GO_HEALTH_PORT} is in use: the Go mpi-operator v0.8.2 always serves /healthz "
                                "there and exits when it cannot")
         super().start()
